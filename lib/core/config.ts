@@ -1,0 +1,30 @@
+/** Error code of a valid configuration. */
+export const LIM_ERR_OK = 0
+/** Error code of a configuration with a parameter that is not a positive integer. */
+export const LIM_ERR_PARAM = 1
+
+export type LimitErrorCode = typeof LIM_ERR_OK | typeof LIM_ERR_PARAM
+
+/**
+ * A limiter's configuration as a value: a bucket of `capacity` tokens that gains `refill` tokens
+ * every `interval` ticks, and an in-flight gate of `maxInFlight` slots.
+ */
+export interface LimitConfig {
+  readonly ok: boolean
+  readonly err: LimitErrorCode
+  readonly capacity: number
+  readonly refill: number
+  readonly interval: number
+  readonly maxInFlight: number
+}
+
+// The seed's values are 64-bit integers; a fraction, NaN or an unsafe magnitude has no meaning
+// there, so it is a parameter error like a value <= 0.
+function positiveInteger (value: number): boolean {
+  return Number.isSafeInteger(value) && value > 0
+}
+
+export function limitConfig (capacity: number, refill: number, interval: number, maxInFlight: number): LimitConfig {
+  const ok = positiveInteger(capacity) && positiveInteger(refill) && positiveInteger(interval) && positiveInteger(maxInFlight)
+  return { ok, err: ok ? LIM_ERR_OK : LIM_ERR_PARAM, capacity, refill, interval, maxInFlight }
+}
