@@ -32,7 +32,8 @@ export function newBucket (capacity: number, now: number): Bucket {
  */
 export function take (state: Bucket, config: BucketShape, now: number, cost: number): Take {
   const { capacity, refill, interval } = config
-  let tokens = state.tokens
+  // min(capacity, tokens + steps * refill) holds with 0 steps too: a stored state above capacity is capped.
+  let tokens = Math.min(capacity, state.tokens)
   let last = state.last
   if (now > last) {
     const steps = Math.floor((now - last) / interval)

@@ -14,10 +14,11 @@ export const REJECTION_BODY = 'lim rejected'
 /**
  * `retry` is a whole number of seconds. A fraction is rounded up (a shorter wait would send the
  * client back too early), a negative value is 0 and a value that is not finite is the largest safe
- * integer: the header is always the decimal of a non-negative integer.
+ * integer: the header is always the decimal of a non-negative integer. Finite values above the
+ * largest safe integer are clamped to it too, since String() writes 1e21 and up in exponent form.
  */
 export function rejection503 (retry: number): Rejection {
-  const seconds = Number.isFinite(retry) ? Math.max(0, Math.ceil(retry)) : Number.MAX_SAFE_INTEGER
+  const seconds = Number.isFinite(retry) ? Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.ceil(retry))) : Number.MAX_SAFE_INTEGER
   return {
     status: 503,
     headers: { 'retry-after': String(seconds), 'content-type': 'text/plain; charset=utf-8', 'content-length': '12' },

@@ -1,0 +1,37 @@
+import { inspect } from 'node:util'
+
+/** Every error this plugin throws by its own decision; `code` is stable across versions. */
+export class AdmissionError extends Error {
+  readonly code: string
+  constructor (code: string, message: string) {
+    super(message)
+    this.name = new.target.name
+    this.code = code
+  }
+}
+
+/** An option or a route's `config.admission` that is not valid; `path` names it, `value` is what was given. */
+export class AdmissionOptionError extends AdmissionError {
+  readonly path: string
+  readonly value: unknown
+  constructor (path: string, expected: string, value: unknown) {
+    super('ADMISSION_INVALID_OPTION', `Expected \`${path}\` to be ${expected}, got ${show(value)}`)
+    this.path = path
+    this.value = value
+  }
+}
+
+/** The `key(request)` option returned something that is not a string. */
+export class AdmissionKeyError extends AdmissionError {
+  readonly value: unknown
+  constructor (value: unknown) {
+    super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string, got ${show(value)}`)
+    this.value = value
+  }
+}
+
+/** A value as a reader wants it in a message: short, typed, one line. */
+export function show (value: unknown): string {
+  const text = inspect(value, { depth: 1, breakLength: Infinity, maxStringLength: 80, maxArrayLength: 8 })
+  return typeof value === 'object' && value !== null ? text : `${text} (${value === null ? 'null' : typeof value})`
+}

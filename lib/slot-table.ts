@@ -1,0 +1,113 @@
+/**
+ * The registry of live limiter states: a `Map` from the client's full key to a slot in one
+ * `Float64Array` holding `fields` numbers per slot (about 60 B per identity, against ~117 B for a
+ * Map of small objects). Two clients never share a slot.
+ *
+ * A state is dropped only once it has fully recovered (then it equals a new one, so dropping it
+ * changes no decision). When the table holds `maxIdentities` live states, a new key gets no slot and
+ * `waitMs` says, honestly, when one can be had.
+ */
+export interface Recovery {
+  /** Tick at which the state in `slot` has fully recovered, if nothing else touches it. */
+  recoversAt (data: Float64Array, slot: number): number
+  /** An upper bound of the time any state needs to recover from the worst state, in ticks. */
+  readonly worstRecovery: number
+}
+
+const INITIAL_SLOTS = 1024
+
+export class SlotTable {
+  readonly fields: number
+  readonly maxIdentities: number
+  data: Float64Array
+  /** After a failed `insert`: ticks until a slot can be had. */
+  waitMs = 0
+  private readonly index = new Map<string, number>()
+  private readonly recovery: Recovery
+  private readonly freeSlots: number[] = []
+  private highWater = 0
+  // What the last sweep learned: the earliest recovery among the states it kept, and whose.
+  private earliest = 0
+  private earliestSlot = -1
+  private stale = false
+  private nextSweepAllowed = Number.NEGATIVE_INFINITY
+
+  constructor (fields: number, maxIdentities: number, recovery: Recovery) {
+    this.fields = fields
+    this.maxIdentities = maxIdentities
+    this.recovery = recovery
+    this.data = new Float64Array(Math.min(INITIAL_SLOTS, maxIdentities) * fields)
+  }
+
+  get size (): number {
+    return this.index.size
+  }
+
+  /** The slot of `key`, or -1. */
+  find (key: string): number {
+    const slot = this.index.get(key)
+    return slot === undefined ? -1 : slot
+  }
+
+  /**
+   * Marks the state in `slot` as changed. A state's recovery time only moves later when it is
+   * used, so only a change to the earliest one can make the remembered earliest time wrong.
+   */
+  touched (slot: number): void {
+    if (slot === this.earliestSlot) this.stale = true
+  }
+
+  /** A new slot for `key` (the caller fills it), or -1 when every slot holds live state. */
+  insert (key: string, now: number): number {
+    let slot = this.freeSlots.pop()
+    if (slot === undefined && this.highWater < this.maxIdentities) slot = this.grow()
+    if (slot === undefined) {
+      if ((now >= this.earliest || this.stale) && now >= this.nextSweepAllowed) this.sweep(now)
+      slot = this.freeSlots.pop()
+      if (slot === undefined) {
+        // A stale earliest time might be too soon; the worst case never is. Either way no slot
+        // is freed before the next sweep may run.
+        const recovery = this.stale ? this.recovery.worstRecovery : this.earliest - now
+        this.waitMs = Math.max(1, recovery, this.nextSweepAllowed - now)
+        return -1
+      }
+    }
+    this.index.set(key, slot)
+    return slot
+  }
+
+  private grow (): number {
+    const slot = this.highWater++
+    if (slot * this.fields >= this.data.length) {
+      const slots = Math.min(this.maxIdentities, (this.data.length / this.fields) * 2)
+      const data = new Float64Array(slots * this.fields)
+      data.set(this.data)
+      this.data = data
+    }
+    return slot
+  }
+
+  /**
+   * Drops every state that has recovered by `now` and remembers the earliest recovery among the
+   * rest. It reads the whole table, so it runs at most once per size/1000 ticks; a full table under
+   * a flood of new keys then costs a bounded share of the time.
+   */
+  private sweep (now: number): void {
+    let earliest = Number.POSITIVE_INFINITY
+    let earliestSlot = -1
+    for (const [key, slot] of this.index) {
+      const at = this.recovery.recoversAt(this.data, slot)
+      if (at <= now) {
+        this.index.delete(key)
+        this.freeSlots.push(slot)
+      } else if (at < earliest) {
+        earliest = at
+        earliestSlot = slot
+      }
+    }
+    this.earliest = earliest
+    this.earliestSlot = earliestSlot
+    this.stale = false
+    this.nextSweepAllowed = now + Math.ceil(this.index.size / 1000)
+  }
+}
