@@ -7,8 +7,9 @@ export default defineConfig({
   clean: true,
   target: 'node20',
   sourcemap: true,
-  // The CJS build must hand `require('fastify-admission')` the plugin itself (with named
-  // exports as properties), as Fastify plugins conventionally do.
-  cjsInterop: true,
-  splitting: true
+  splitting: true,
+  // `require('fastify-admission')` hands out the plugin itself, its named exports as properties
+  // (`.default` included), as Fastify plugins conventionally do. Only the main entry: the core
+  // has no default export.
+  footer: ({ format }) => (format === 'cjs' ? { js: 'if (typeof exports.default === "function") module.exports = Object.assign(exports.default, exports)' } : {})
 })
