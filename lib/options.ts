@@ -146,11 +146,11 @@ export function validateOptions (options: unknown): Settings {
   const input = plainObject('options', options ?? {}, 'an options object')
   knownKeys('options', input, [...PLUGIN_KEYS, ...REGISTER_KEYS])
   const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', input.rateLimit)
-  const statusCode = input.limitStatusCode ?? 429
+  const statusCode = input.limitStatusCode === undefined ? 429 : input.limitStatusCode
   if (statusCode !== 429 && statusCode !== 503) throw new AdmissionOptionError('limitStatusCode', '429 or 503', statusCode)
-  const body = input.responseBody ?? 'json'
+  const body = input.responseBody === undefined ? 'json' : input.responseBody
   if (body !== 'json' && body !== 'text') throw new AdmissionOptionError('responseBody', "'json' or 'text'", body)
-  const headers = input.headers ?? true
+  const headers = input.headers === undefined ? true : input.headers
   if (typeof headers !== 'boolean') throw new AdmissionOptionError('headers', 'a boolean', headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
@@ -182,7 +182,7 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   const rateLimit = input.rateLimit === undefined ? undefined : ratePolicy(`${path}.rateLimit`, input.rateLimit)
   const effective = rateLimit === undefined ? plugin.rateLimit : rateLimit
   // A route that keeps the plugin's cost must still be able to pay it from its own bucket.
-  const cost = costWithin(`${path}.cost`, input.cost ?? plugin.cost, effective)
+  const cost = costWithin(`${path}.cost`, input.cost === undefined ? plugin.cost : input.cost, effective)
   return Object.freeze({
     maxInFlight: maxInFlight(`${path}.maxInFlight`, input.maxInFlight, false),
     rateLimit,

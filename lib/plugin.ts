@@ -56,7 +56,14 @@ function isThenable (value: unknown): value is PromiseLike<unknown> {
 }
 
 function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (err?: Error) => void): void {
-  const settings: Settings = validateOptions(options)
+  let settings: Settings
+  try {
+    settings = validateOptions(options)
+  } catch (error) {
+    // A callback plugin must hand its error to `done`: avvio does not catch a synchronous throw.
+    done(error as Error)
+    return
+  }
   // Each registration has its own per-request fields, so two registrations are two gates.
   const kFlags = Symbol('admission.flags')
   const kRoute = Symbol('admission.route')
@@ -119,7 +126,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
             : newGate(name, parsed.maxInFlight === false ? 0 : parsed.maxInFlight,
               parsed.rateLimit === undefined ? globalLimiter : newLimiter(parsed.rateLimit), parsed.cost, waits)
         } catch (error) {
-          // Reported at ready(), so that every route is named, not only the first registered.
+          // Reported at ready() (the first one), where Fastify users expect a bad route to fail.
           configErrors.push(error as Error)
           gate = false
         }

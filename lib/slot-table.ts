@@ -72,6 +72,8 @@ export class SlotTable {
         return -1
       }
     }
+    // The new state's recovery is not among what the last sweep learned: it may be earlier.
+    this.stale = true
     this.index.set(key, slot)
     return slot
   }

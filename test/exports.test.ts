@@ -1,11 +1,12 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { createRequire } from 'node:module'
+import type { Teardown } from './helpers/http.js'
 
 // The published shape: the built package, reached by its own name through `exports`, from ESM
 // and from CommonJS. `npm test` builds first.
 
-async function refusesSecondRequest (t: Tap.Test, plugin: unknown): Promise<void> {
+async function refusesSecondRequest (t: Teardown & { equal: (a: unknown, b: unknown) => boolean }, plugin: unknown): Promise<void> {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(plugin as never, { rateLimit: { limit: 1, windowMs: 60_000 } })
@@ -13,8 +14,6 @@ async function refusesSecondRequest (t: Tap.Test, plugin: unknown): Promise<void
   t.equal((await app.inject('/')).statusCode, 200)
   t.equal((await app.inject('/')).statusCode, 429)
 }
-type Tap = typeof t
-declare namespace Tap { type Test = Tap }
 
 t.test('import: default and named exports, errors and the core', async (t) => {
   const mod = await import('fastify-admission')

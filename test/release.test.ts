@@ -1,20 +1,18 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission from '../lib/index.js'
-import { deferred, eventually, get, getThenAbort, listen, sleep } from './helpers/http.js'
+import { deferred, eventually, get, getThenAbort, listen, sleep, type Teardown } from './helpers/http.js'
 
 // A slot is given back exactly once, whichever way the request ends. Each test reads
 // `stats().inFlight` while work is held, then after it ends.
 
-async function gated (t: Tap.Test, maxInFlight = 4, serverOptions = {}): Promise<FastifyInstance> {
+async function gated (t: Teardown, maxInFlight = 4, serverOptions = {}): Promise<FastifyInstance> {
   const app = Fastify(serverOptions)
   t.teardown(() => app.close())
   await app.register(admission, { maxInFlight, rateLimit: false })
   return app
 }
 
-type Tap = typeof t
-declare namespace Tap { type Test = Tap }
 
 t.test('a plain response releases on onResponse', async (t) => {
   const app = await gated(t)

@@ -56,3 +56,6 @@ export async function eventually (check: () => boolean, ms = 2000): Promise<bool
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms))
+
+/** What a helper needs of a tap test: somewhere to register its clean-up. */
+export interface Teardown { teardown: (fn: () => unknown) => void }
