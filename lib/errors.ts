@@ -14,10 +14,16 @@ export class AdmissionError extends Error {
 export class AdmissionOptionError extends AdmissionError {
   readonly path: string
   readonly value: unknown
-  constructor (path: string, expected: string, value: unknown) {
-    super('ADMISSION_INVALID_OPTION', `Expected \`${path}\` to be ${expected}, got ${show(value)}`)
+  constructor (path: string, expected: string, value: unknown, message?: string, cause?: unknown) {
+    super('ADMISSION_INVALID_OPTION', message ?? `Expected \`${path}\` to be ${expected}, got ${show(value)}`)
     this.path = path
     this.value = value
+    if (cause !== undefined) this.cause = cause
+  }
+
+  /** The same complaint about a policy, from the rates capability's validator (shared by both). */
+  static from (error: { path: string, value: unknown, message: string }): AdmissionOptionError {
+    return new AdmissionOptionError(error.path, '', error.value, error.message, error)
   }
 }
 

@@ -5,4 +5,20 @@ export { AdmissionError, AdmissionOptionError, AdmissionKeyError } from './error
 export type { AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './options.js'
 export type { AdmissionDecorator } from './plugin.js'
 export type { AdmissionStats, GateCounters } from './stats.js'
+
+export { memoryBackend, MemoryBackend } from './rates/memory-backend.js'
+export type { MemoryBackendOptions } from './rates/memory-backend.js'
+export type { RatesBackend, BackendLimiter } from './rates/backend.js'
+export type { RateDecision, RateAllowed, RateDenied } from './rates/decision.js'
+export type { Rates, RatesScope, RateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'
+export type { Algorithm, Policy } from './core/rates/types.js'
+export {
+  RatesError,
+  RatesInvalidArgumentError,
+  RatesPolicyConflictError,
+  RatesUnavailableError,
+  RatesStoppedError
+} from './rates/errors.js'
+export type { RatesErrorCode } from './rates/errors.js'
+
 export default admissionPlugin

@@ -1,11 +1,21 @@
 import type { FastifyRequest } from 'fastify'
+import type { Algorithm, Policy } from './core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
+import type { RatesBackend } from './rates/backend.js'
+import { RatesInvalidArgumentError } from './rates/errors.js'
+import { MemoryBackend } from './rates/memory-backend.js'
+import { capacityOf, normalizePolicy } from './rates/policy.js'
 
-/** A per-client token bucket: `burst` tokens at most, refilled at `limit` per `windowMs`, continuously. */
+/**
+ * A per-client rate limit in the rates capability's policy language. Default algorithm
+ * `token-bucket`: `burst` tokens at most (default `limit`), refilled at `limit` per `windowMs`,
+ * continuously to the millisecond.
+ */
 export interface RateLimitOptions {
+  algorithm?: Algorithm
   limit: number
   windowMs: number
-  /** Tokens a client may spend at once; defaults to `limit`. */
+  /** Capacity of `token-bucket` and `gcra`; defaults to `limit`. */
   burst?: number
 }
 
@@ -36,48 +46,53 @@ export interface AdmissionOptions {
   key?: (request: FastifyRequest) => string
   /** Prefix length that groups IPv6 clients (default 56). */
   ipv6Subnet?: number
-  /** Clients tracked at once per limiter (default 1 000 000); live buckets are never evicted. */
+  /**
+   * Clients tracked at once per limiter by the default memory backend (default: the environment
+   * variable `RATES_MAX_IDENTITIES`, else 1 000 000); live state is never evicted.
+   */
   maxIdentities?: number
+  /** Where quotas live; default `memoryBackend()`. */
+  backend?: RatesBackend
+  /**
+   * When the backend cannot decide (Redis down or slow, memory full of live state): `'deny'`
+   * (the default) answers 503 with `Retry-After`; `'allow'` admits. Both are counted as `unavailable`.
+   */
+  onBackendError?: 'deny' | 'allow'
   onShed?: (request: FastifyRequest) => void
   onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
-}
-
-export interface RatePolicy {
-  readonly limit: number
-  readonly windowMs: number
-  readonly burst: number
 }
 
 export interface RouteSettings {
   readonly maxInFlight: number | false
   /** `undefined`: the route uses the plugin's limiter. */
-  readonly rateLimit: RatePolicy | false | undefined
+  readonly rateLimit: Readonly<Policy> | false | undefined
   readonly cost: number
 }
 
 export interface Settings {
   readonly maxInFlight: number | false
-  readonly rateLimit: RatePolicy | false
+  readonly rateLimit: Readonly<Policy> | false
   readonly cost: number
   readonly limitStatusCode: 429 | 503
   readonly responseBody: 'json' | 'text'
   readonly headers: boolean
   readonly key: ((request: FastifyRequest) => string) | undefined
   readonly ipv6Subnet: number
-  readonly maxIdentities: number
+  /** The backend given, or undefined for the default memory backend. */
+  readonly backend: RatesBackend | undefined
+  readonly maxIdentities: number | undefined
+  readonly onBackendError: 'deny' | 'allow'
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
 }
 
-export const DEFAULT_RATE_LIMIT: RatePolicy = Object.freeze({ limit: 1000, windowMs: 60_000, burst: 1000 })
+export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
-export const DEFAULT_MAX_IDENTITIES = 1_000_000
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'onShed', 'onLimit'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'onShed', 'onLimit'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
-const RATE_KEYS = ['limit', 'windowMs', 'burst'] as const
 
 type Reader = Record<string, unknown>
 
@@ -112,27 +127,43 @@ function maxInFlight (path: string, value: unknown, fallback: number | false): n
   return value
 }
 
-function ratePolicy (path: string, value: unknown): RatePolicy | false {
+/** The rates capability's validator, with the gate's default algorithm and error type. */
+function ratePolicy (path: string, value: unknown): Readonly<Policy> | false {
   if (value === false) return false
-  const input = plainObject(path, value, 'an object { limit, windowMs, burst? } or false')
-  knownKeys(path, input, RATE_KEYS)
-  const limit = positiveInteger(`${path}.limit`, input.limit)
-  const windowMs = positiveInteger(`${path}.windowMs`, input.windowMs)
-  const burst = input.burst === undefined ? limit : positiveInteger(`${path}.burst`, input.burst)
-  // The bucket counts in 1/windowMs of a token so that refill is whole units per millisecond;
-  // its capacity must stay exact.
-  if (burst * windowMs > Number.MAX_SAFE_INTEGER) {
-    throw new AdmissionOptionError(`${path}.burst`, `at most ${Math.floor(Number.MAX_SAFE_INTEGER / windowMs)} with windowMs ${windowMs} (burst × windowMs must be a safe integer)`, burst)
+  try {
+    return normalizePolicy(value, path, { algorithm: 'token-bucket' })
+  } catch (error) {
+    if (error instanceof RatesInvalidArgumentError) throw AdmissionOptionError.from(error)
+    throw error
   }
-  return Object.freeze({ limit, windowMs, burst })
 }
 
-function costWithin (path: string, value: unknown, policy: RatePolicy | false | undefined): number {
+function costWithin (path: string, value: unknown, policy: Readonly<Policy> | false | undefined): number {
   const cost = positiveInteger(path, value)
-  if (policy && cost > policy.burst) {
-    throw new AdmissionOptionError(path, `at most the bucket's capacity (burst ${policy.burst})`, cost)
+  if (policy && cost > capacityOf(policy)) {
+    throw new AdmissionOptionError(path, `at most the policy's capacity (${capacityOf(policy)})`, cost)
   }
   return cost
+}
+
+function backendErrorPolicy (value: unknown): 'deny' | 'allow' {
+  if (value === undefined) return 'deny'
+  if (value !== 'deny' && value !== 'allow') throw new AdmissionOptionError('onBackendError', "'deny' or 'allow'", value)
+  return value
+}
+
+function isBackend (value: unknown): value is RatesBackend {
+  if (value instanceof MemoryBackend) return true
+  const candidate = value as Partial<RatesBackend> | null
+  return typeof candidate === 'object' && candidate !== null && typeof candidate.kind === 'string' &&
+    typeof candidate.limiter === 'function' && typeof candidate.stop === 'function'
+}
+
+function backendOption (value: unknown, maxIdentities: unknown): RatesBackend | undefined {
+  if (value === undefined) return undefined
+  if (!isBackend(value)) throw new AdmissionOptionError('backend', 'a backend made by memoryBackend() or redisBackend()', value)
+  if (maxIdentities !== undefined) throw new AdmissionOptionError('maxIdentities', 'unset when `backend` is given (set it on the backend)', maxIdentities)
+  return value
 }
 
 function optionalFunction<F> (path: string, value: unknown): F | undefined {
@@ -163,7 +194,9 @@ export function validateOptions (options: unknown): Settings {
     headers,
     key: optionalFunction<(request: FastifyRequest) => string>('key', input.key),
     ipv6Subnet,
-    maxIdentities: input.maxIdentities === undefined ? DEFAULT_MAX_IDENTITIES : positiveInteger('maxIdentities', input.maxIdentities),
+    backend: backendOption(input.backend, input.maxIdentities),
+    onBackendError: backendErrorPolicy(input.onBackendError),
+    maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
     onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit)
   })

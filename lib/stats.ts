@@ -4,23 +4,28 @@ export interface GateCounters {
   admitted: number
   /** Requests refused by a rate limit. */
   limited: number
-  /** Requests refused by an in-flight gate, or because no bucket could be had for a new client. */
+  /** Requests answered 503: a full in-flight gate, or a quota the backend could not decide. */
   shed: number
+  /**
+   * Decisions the backend could not make (Redis down or slow, memory full of live state); each
+   * was shed, or admitted when `onBackendError: 'allow'` asks for it.
+   */
+  unavailable: number
   /** Requests holding a slot of this gate right now. */
   inFlight: number
 }
 
 export interface AdmissionStats extends GateCounters {
-  /** Clients with a live bucket, over all limiters of this registration. */
+  /** Identities with live state in this process's memory backend, over all its limiters (0 on Redis). */
   identities: number
   /** Counters per route, keyed `METHOD /url`; requests that matched no route count under `404`. */
   routes: Record<string, GateCounters>
 }
 
 export function newCounters (): GateCounters {
-  return { admitted: 0, limited: 0, shed: 0, inFlight: 0 }
+  return { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0 }
 }
 
 export function copyCounters (counters: GateCounters): GateCounters {
-  return { admitted: counters.admitted, limited: counters.limited, shed: counters.shed, inFlight: counters.inFlight }
+  return { admitted: counters.admitted, limited: counters.limited, shed: counters.shed, unavailable: counters.unavailable, inFlight: counters.inFlight }
 }

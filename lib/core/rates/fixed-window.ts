@@ -1,0 +1,57 @@
+import type { Kernel, Outcome } from './types.js'
+
+/** A fixed window's state: `count` cost units consumed in the window that starts at `start`. */
+export interface FixedWindowState {
+  readonly start: number
+  readonly count: number
+}
+
+// Windows are aligned to multiples of windowMs.
+function windowStart (now: number, windowMs: number): number {
+  return Math.floor(now / windowMs) * windowMs
+}
+
+// A counter is back at full capacity once its window has ended; an empty one already is (from
+// its own start on: before it, a clock that stepped back would still count into it).
+function recovers (state: FixedWindowState, windowMs: number): number {
+  return state.count > 0 ? state.start + windowMs : state.start
+}
+
+export const fixedWindow: Kernel<FixedWindowState> = {
+  fields: 2,
+
+  fresh (policy, now) {
+    return { start: windowStart(now, policy.windowMs), count: 0 }
+  },
+
+  consume (state, policy, now, cost): Outcome<FixedWindowState> {
+    const { limit, windowMs } = policy
+    // Roll forward only: a clock that stepped back keeps counting into the stored window (a live
+    // counter is never reset).
+    const current = windowStart(now, windowMs)
+    const rolled: FixedWindowState = current > state.start ? { start: current, count: 0 } : state
+    const allowed = rolled.count + cost <= limit
+    const next: FixedWindowState = allowed ? { start: rolled.start, count: rolled.count + cost } : rolled
+    return {
+      allowed,
+      remaining: limit - next.count,
+      // Denied: the next window admits any cost <= limit.
+      retryAfterMs: allowed ? 0 : next.start + windowMs - now,
+      resetAt: Math.max(now, recovers(next, windowMs)),
+      state: next
+    }
+  },
+
+  recoversAt (state, policy) {
+    return recovers(state, policy.windowMs)
+  },
+
+  write (state, row, base) {
+    row[base] = state.start
+    row[base + 1] = state.count
+  },
+
+  read (row, base) {
+    return { start: row[base] as number, count: row[base + 1] as number }
+  }
+}

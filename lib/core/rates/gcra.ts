@@ -1,0 +1,72 @@
+import { ceilDiv, floorDiv } from './arithmetic.js'
+import type { Kernel, Outcome, Policy } from './types.js'
+
+/**
+ * GCRA's state: one number per identity, the theoretical arrival time `tat`, in scaled time units
+ * (`gcraScale(policy)` units per millisecond).
+ */
+export interface GcraState {
+  readonly tat: number
+}
+
+function gcd (a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b]
+  return a
+}
+
+/**
+ * The time scale s = limit / gcd(limit, windowMs) (scaled units per millisecond), chosen so that
+ * the emission interval T = windowMs / limit ms is a whole number of units:
+ * T = windowMs / gcd(limit, windowMs).
+ *
+ * Every time the kernel handles is now * s plus at most a few burst * T, so a policy is only valid
+ * when s * 4_102_444_800_000 (2100-01-01 in epoch ms) stays <= Number.MAX_SAFE_INTEGER, with room
+ * for 2 * burst * T on top. This kernel does not check that: the policy validator enforces it.
+ */
+export function gcraScale (policy: Pick<Policy, 'limit' | 'windowMs'>): number {
+  return policy.limit / gcd(policy.limit, policy.windowMs)
+}
+
+export const gcra: Kernel<GcraState> = {
+  fields: 1,
+
+  fresh (policy, now) {
+    return { tat: now * gcraScale(policy) }
+  },
+
+  consume (state, policy, now, cost): Outcome<GcraState> {
+    const g = gcd(policy.limit, policy.windowMs)
+    const s = policy.limit / g
+    const T = policy.windowMs / g
+    const tau = (policy.burst ?? policy.limit) * T
+    const t = now * s
+    // An identity at full capacity has tat <= now; a clock that stepped back never lowers tat.
+    const tat0 = Math.max(state.tat, t)
+    const newTat = tat0 + cost * T
+    const allowed = newTat - t <= tau
+    // A denial happens only with tat > now (a full identity admits any cost <= burst), so
+    // storing tat0 stores the state unchanged.
+    const next: GcraState = { tat: allowed ? newTat : tat0 }
+    return {
+      allowed,
+      // Whole cost-1 units: the largest k with next.tat + k * T - t <= tau.
+      remaining: Math.max(0, floorDiv(tau - (next.tat - t), T)),
+      // Admitted at now + w once tat + cost * T - (now + w) * s <= tau.
+      retryAfterMs: allowed ? 0 : ceilDiv(newTat - tau - t, s),
+      resetAt: Math.max(now, ceilDiv(next.tat, s)),
+      state: next
+    }
+  },
+
+  recoversAt (state, policy) {
+    return ceilDiv(state.tat, gcraScale(policy))
+  },
+
+  write (state, row, base) {
+    row[base] = state.tat
+  },
+
+  read (row, base) {
+    return { tat: row[base] as number }
+  }
+}

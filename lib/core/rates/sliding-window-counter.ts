@@ -1,0 +1,103 @@
+import { ceilDiv, floorDiv } from './arithmetic.js'
+import type { Kernel, Outcome } from './types.js'
+
+/**
+ * A sliding window counter's state: cost units consumed in the aligned window that starts at
+ * `start` (`current`) and in the window before it (`previous`).
+ */
+export interface SlidingWindowCounterState {
+  readonly start: number
+  readonly previous: number
+  readonly current: number
+}
+
+// Windows are aligned to multiples of windowMs (W). At elapsed time e = now - start (0 <= e < W)
+// the estimate is previous * (W - e) / W + current; everything below is that inequality multiplied
+// by W, in integers. With previous, current and cost each <= limit (the kernel keeps them so, and
+// cost <= limit is validated elsewhere), no intermediate value exceeds limit * W, which validation
+// keeps a safe integer.
+
+function windowStart (now: number, windowMs: number): number {
+  return Math.floor(now / windowMs) * windowMs
+}
+
+// The state at `now`: the window moves forward only. One window on, the current count becomes the
+// previous one; further on, both are gone. A clock that stepped back keeps the stored window.
+function roll (state: SlidingWindowCounterState, now: number, windowMs: number): SlidingWindowCounterState {
+  const start = windowStart(now, windowMs)
+  if (start <= state.start) return state
+  if (start === state.start + windowMs) return { start, previous: state.current, current: 0 }
+  return { start, previous: 0, current: 0 }
+}
+
+// Back at full capacity (the estimate is 0) once both counts have slid out of the window: two
+// windows on when the current window has a count, one window on when only the previous has.
+function recovers (state: SlidingWindowCounterState, windowMs: number): number {
+  if (state.current > 0) return state.start + 2 * windowMs
+  if (state.previous > 0) return state.start + windowMs
+  return state.start
+}
+
+export const slidingWindowCounter: Kernel<SlidingWindowCounterState> = {
+  fields: 3,
+
+  fresh (policy, now) {
+    return { start: windowStart(now, policy.windowMs), previous: 0, current: 0 }
+  },
+
+  consume (state, policy, now, cost): Outcome<SlidingWindowCounterState> {
+    const { limit, windowMs: W } = policy
+    const s = roll(state, now, W)
+    const { start, previous: p, current: c } = s
+    // Elapsed time in the window. A clock that stepped back before the stored window counts as its
+    // first tick, where the estimate is highest: never lower than at any time already seen.
+    const e = Math.max(0, now - start)
+    // Admit iff p * (W - e) + (c + cost) * W <= limit * W, i.e. p * (W - e) <= room * W.
+    const room = limit - c - cost
+    const allowed = p * (W - e) <= room * W
+    const next: SlidingWindowCounterState = allowed ? { start, previous: p, current: c + cost } : s
+    // Whole cost-1 units left: the largest k with p * (W - e) + (current + k) * W <= limit * W.
+    const remaining = Math.max(0, limit - ceilDiv(p * (W - e), W) - next.current)
+    let retryAfterMs = 0
+    if (!allowed) {
+      // Nothing else consumed, the estimate only falls with time, so the least wait is closed form.
+      // `untilNext` is the wait until the next window starts (it includes the gap of a clock that
+      // stepped back before `start`, during which the estimate stays at its e = 0 value).
+      const untilNext = start + W - now
+      if (room >= 0) {
+        // c + cost fits in a window: still in this window, as soon as the previous window's share
+        // has decayed to p * (W - e') <= room * W, i.e. W - e' <= floor(room * W / p); p > 0
+        // here, or the cost would have passed. floor(...) = 0 gives the next window's start,
+        // where the estimate is (c + cost) * W <= limit * W.
+        retryAfterMs = untilNext - floorDiv(room * W, p)
+      } else {
+        // c + cost > limit: not in this window. In the next one, with previous' = c (> 0, since
+        // cost <= limit) and current' = 0, at elapsed e' once c * (W - e') + cost * W <= limit * W,
+        // i.e. e' >= ceil(-room * W / c). That is W exactly when cost = limit: the start of the
+        // window after, where both counts are gone.
+        retryAfterMs = untilNext + ceilDiv(-room * W, c)
+      }
+    }
+    return {
+      allowed,
+      remaining,
+      retryAfterMs,
+      resetAt: Math.max(now, recovers(next, W)),
+      state: next
+    }
+  },
+
+  recoversAt (state, policy) {
+    return recovers(state, policy.windowMs)
+  },
+
+  write (state, row, base) {
+    row[base] = state.start
+    row[base + 1] = state.previous
+    row[base + 2] = state.current
+  },
+
+  read (row, base) {
+    return { start: row[base] as number, previous: row[base + 1] as number, current: row[base + 2] as number }
+  }
+}

@@ -1,0 +1,62 @@
+import { newBucket, take } from '../bucket.js'
+import { ceilDiv, floorDiv } from './arithmetic.js'
+import type { BucketShape } from '../bucket.js'
+import type { Kernel, Outcome, Policy } from './types.js'
+
+/**
+ * A token bucket's state, counted in 1/windowMs of a token: `tokens` units at tick `last`.
+ * The same shape as the core's `Bucket`, so it runs on `take` as is.
+ */
+export interface TokenBucketState {
+  readonly tokens: number
+  readonly last: number
+}
+
+// The core bucket in units of 1/windowMs of a token: capacity burst*windowMs units, `limit` units
+// every tick (`limit` tokens per window), and a cost c takes c*windowMs units. With interval 1 no
+// fraction of a step is ever left over, so `take`'s retry is exact.
+function shape (policy: Policy): BucketShape {
+  return { capacity: (policy.burst ?? policy.limit) * policy.windowMs, refill: policy.limit, interval: 1 }
+}
+
+// The tick at which the bucket is full: nothing refills before `last` (a clock that stepped back
+// refills nothing), then `limit` units a tick.
+function fullAt (state: TokenBucketState, capacity: number, limit: number): number {
+  return state.last + ceilDiv(Math.max(0, capacity - state.tokens), limit)
+}
+
+export const tokenBucket: Kernel<TokenBucketState> = {
+  fields: 2,
+
+  fresh (policy, now) {
+    return newBucket(shape(policy).capacity, now)
+  },
+
+  consume (state, policy, now, cost): Outcome<TokenBucketState> {
+    const config = shape(policy)
+    const r = take(state, config, now, cost * policy.windowMs)
+    const next: TokenBucketState = { tokens: r.tokens, last: r.last }
+    return {
+      allowed: r.ok,
+      remaining: floorDiv(r.tokens, policy.windowMs),
+      // `take` counts its wait from `last`; when the caller's clock stepped back (now < last),
+      // nothing refills until `last`, so that gap is part of the wait.
+      retryAfterMs: r.ok ? 0 : r.retry + (r.last - now),
+      resetAt: fullAt(next, config.capacity, policy.limit),
+      state: next
+    }
+  },
+
+  recoversAt (state, policy) {
+    return fullAt(state, shape(policy).capacity, policy.limit)
+  },
+
+  write (state, row, base) {
+    row[base] = state.tokens
+    row[base + 1] = state.last
+  },
+
+  read (row, base) {
+    return { tokens: row[base] as number, last: row[base + 1] as number }
+  }
+}

@@ -1,0 +1,43 @@
+/** The four algorithms of the rates capability. */
+export type Algorithm = 'token-bucket' | 'fixed-window' | 'sliding-window-counter' | 'gcra'
+
+/**
+ * A validated, normalized policy. `burst` is the capacity of `token-bucket` and `gcra` (defaults
+ * to `limit`); the window algorithms have capacity `limit` and no burst.
+ */
+export interface Policy {
+  readonly algorithm: Algorithm
+  readonly limit: number
+  readonly windowMs: number
+  readonly burst?: number
+}
+
+/**
+ * One decision, in whole milliseconds on the caller's clock (`now`):
+ * - `remaining`: whole cost-1 units consumable right after this decision;
+ * - `retryAfterMs`: 0 when allowed; else the least wait after which the same cost passes if
+ *   nothing else is consumed (never early);
+ * - `resetAt`: the tick at which the identity is back at full capacity if nothing else is consumed;
+ * - `state`: the identity's new state, which the caller stores (also after a denial).
+ */
+export interface Outcome<S> {
+  readonly allowed: boolean
+  readonly remaining: number
+  readonly retryAfterMs: number
+  readonly resetAt: number
+  readonly state: S
+}
+
+/** An algorithm as pure functions of (state, policy, now, cost). */
+export interface Kernel<S> {
+  /** Numbers per identity (the memory backend stores states as rows of numbers). */
+  readonly fields: number
+  /** A new identity's state: full capacity at `now`. */
+  fresh (policy: Policy, now: number): S
+  consume (state: S, policy: Policy, now: number, cost: number): Outcome<S>
+  /** Tick at which `state` is back at full capacity (a fully recovered state equals a fresh one). */
+  recoversAt (state: S, policy: Policy): number
+  /** State to and from a row of `fields` numbers. */
+  write (state: S, row: Float64Array, base: number): void
+  read (row: Float64Array, base: number): S
+}

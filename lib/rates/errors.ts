@@ -1,0 +1,100 @@
+import type { Policy } from '../core/rates/types.js'
+import { show } from '../errors.js'
+
+/** The stable codes of the rates capability's own errors. */
+export type RatesErrorCode =
+  | 'RATES_INVALID_ARGUMENT'
+  | 'RATES_POLICY_CONFLICT'
+  | 'RATES_UNAVAILABLE'
+  | 'RATES_STOPPED'
+
+/**
+ * Every error the rates capability throws or rejects with by its own decision. Handle them by
+ * `code`, which is stable across versions; `name` is the concrete class's name. A denial is a
+ * decision, never one of these.
+ */
+export abstract class RatesError extends Error {
+  readonly code: RatesErrorCode
+  protected constructor (code: RatesErrorCode, message: string, options?: ErrorOptions) {
+    super(message, options)
+    this.name = new.target.name
+    this.code = code
+  }
+}
+
+/**
+ * A policy, identity, cost or other argument that is not valid. `path` names the argument or field
+ * (`policy.limit`, `identity[2]`, `identity.userId`, `cost`); `value` is what was given there.
+ *
+ * The message reads "Expected `<subject>` to be <expected>, got <got>", where `subject` defaults
+ * to `path` and `got` to the value as `show()` prints it.
+ */
+export class RatesInvalidArgumentError extends RatesError {
+  readonly path: string
+  readonly value: unknown
+  constructor (path: string, expected: string, value: unknown, options: { subject?: string, got?: string } = {}) {
+    super('RATES_INVALID_ARGUMENT', `Expected \`${options.subject ?? path}\` to be ${expected}, got ${options.got ?? show(value)}`)
+    this.path = path
+    this.value = value
+  }
+}
+
+/**
+ * A limiter name already registered (in the same scope) with another normalized policy. The
+ * limiter's name is `limiterName`: `name` is the error class's name, as for every error.
+ */
+export class RatesPolicyConflictError extends RatesError {
+  readonly limiterName: string
+  readonly existing: Readonly<Policy>
+  readonly requested: Readonly<Policy>
+  constructor (limiterName: string, existing: Readonly<Policy>, requested: Readonly<Policy>) {
+    super(
+      'RATES_POLICY_CONFLICT',
+      `Rate limiter ${JSON.stringify(limiterName)} already has the policy ${show(existing)}, got ${show(requested)}`
+    )
+    this.limiterName = limiterName
+    this.existing = existing
+    this.requested = requested
+  }
+}
+
+/**
+ * The backend cannot decide (full, unreachable, failed). Never a silent allow and never a denial.
+ * `retryAfterMs`, when present, is the earliest time at which trying again can help; `cause` is the
+ * underlying failure, when there is one. Both are own properties only when given.
+ */
+export class RatesUnavailableError extends RatesError {
+  declare readonly retryAfterMs?: number
+  constructor (reason: string, options: { retryAfterMs?: number, cause?: unknown } = {}) {
+    const retry = options.retryAfterMs === undefined ? '' : ` (retry after ${options.retryAfterMs} ms)`
+    super('RATES_UNAVAILABLE', `The rates backend cannot decide: ${reason}${retry}`, 'cause' in options ? { cause: options.cause } : undefined)
+    if (options.retryAfterMs !== undefined) this.retryAfterMs = options.retryAfterMs
+  }
+}
+
+/**
+ * A call on a limiter (or on the capability) after its Fastify instance closed or its backend was
+ * replaced. Decisions already made stay made.
+ */
+export class RatesStoppedError extends RatesError {
+  declare readonly limiterName?: string
+  constructor (limiterName?: string) {
+    super(
+      'RATES_STOPPED',
+      limiterName === undefined
+        ? 'The rates capability has stopped (its Fastify instance closed or its backend was replaced)'
+        : `Rate limiter ${JSON.stringify(limiterName)} has stopped (its Fastify instance closed or its backend was replaced)`
+    )
+    if (limiterName !== undefined) this.limiterName = limiterName
+  }
+}
+
+const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
+
+/**
+ * @internal The path of `key` inside the value at `base`, as code would write it: `base.key` for an
+ * identifier, `base["some key"]` otherwise.
+ */
+export function memberPath (base: string, key: string): string {
+  return IDENTIFIER.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`
+}

@@ -1,0 +1,123 @@
+import { kernelOf, type Policy } from '../core/rates/index.js'
+import { ADMITTED, MemoryLimiter, SATURATED } from '../memory-limiter.js'
+import type { BackendLimiter, RatesBackend } from './backend.js'
+import { epochMs } from './clock.js'
+import { allowedDecision, deniedDecision, type RateDecision } from './decision.js'
+import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from './errors.js'
+import { samePolicy } from './policy.js'
+
+export interface MemoryBackendOptions {
+  /**
+   * Identities tracked at once per limiter. Unset: the environment variable
+   * `RATES_MAX_IDENTITIES` when it is set, else 1 000 000.
+   */
+  maxIdentities?: number
+  /** Epoch milliseconds; for tests and simulations. Default: a monotonic clock. */
+  clock?: () => number
+}
+
+export const DEFAULT_MAX_IDENTITIES = 1_000_000
+export const MAX_IDENTITIES_VARIABLE = 'RATES_MAX_IDENTITIES'
+
+/**
+ * Quotas in this process's memory: one `MemoryLimiter` (a `Map` from the encoded identity to a
+ * row of a typed array) per limiter. A restart forgets them; live state is never evicted: at the
+ * bound, a new identity is refused with `RATES_UNAVAILABLE` and the wait until a state recovers.
+ */
+export class MemoryBackend implements RatesBackend {
+  readonly kind = 'memory'
+  readonly maxIdentities: number
+  readonly clock: () => number
+  private readonly limiters = new Map<string, MemoryBackendLimiter>()
+  private stopped = false
+
+  constructor (options: MemoryBackendOptions = {}) {
+    const input: unknown = options
+    if (typeof input !== 'object' || input === null || Object.getPrototypeOf(input) !== Object.prototype) {
+      throw new RatesInvalidArgumentError('options', 'an object { maxIdentities?, clock? }', input)
+    }
+    for (const key of Reflect.ownKeys(input)) {
+      if (key !== 'maxIdentities' && key !== 'clock') throw new RatesInvalidArgumentError(`options.${String(key)}`, 'one of maxIdentities, clock (unknown option)', (input as Record<PropertyKey, unknown>)[key])
+    }
+    this.maxIdentities = maxIdentitiesFrom(options.maxIdentities)
+    if (options.clock !== undefined && typeof options.clock !== 'function') {
+      throw new RatesInvalidArgumentError('options.clock', 'a function returning epoch milliseconds', options.clock)
+    }
+    this.clock = options.clock ?? epochMs
+  }
+
+  get isStopped (): boolean {
+    return this.stopped
+  }
+
+  limiter (address: string, policy: Readonly<Policy>): MemoryBackendLimiter {
+    if (this.stopped) throw new RatesStoppedError(address)
+    const existing = this.limiters.get(address)
+    if (existing !== undefined) {
+      if (!samePolicy(existing.policy, policy)) throw new RatesPolicyConflictError(address, existing.policy, policy)
+      return existing
+    }
+    const limiter = new MemoryBackendLimiter(this, address, policy)
+    this.limiters.set(address, limiter)
+    return limiter
+  }
+
+  /** Identities with live state, over all limiters. */
+  get identities (): number {
+    let total = 0
+    for (const limiter of this.limiters.values()) total += limiter.store.table.size
+    return total
+  }
+
+  async stop (): Promise<void> {
+    this.stopped = true
+    this.limiters.clear()
+  }
+}
+
+export class MemoryBackendLimiter implements BackendLimiter {
+  readonly policy: Readonly<Policy>
+  /** The synchronous decision, for the HTTP gate's hot path. */
+  readonly store: MemoryLimiter
+  private readonly backend: MemoryBackend
+  private readonly address: string
+
+  constructor (backend: MemoryBackend, address: string, policy: Readonly<Policy>) {
+    this.backend = backend
+    this.address = address
+    this.policy = policy
+    this.store = new MemoryLimiter(kernelOf(policy.algorithm), policy, backend.maxIdentities)
+  }
+
+  async consume (identity: string, cost: number): Promise<RateDecision> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    const store = this.store
+    const verdict = store.consume(identity, this.backend.clock(), cost)
+    if (verdict === ADMITTED) return allowedDecision(store.remaining, store.resetAt)
+    if (verdict === SATURATED) {
+      throw new RatesUnavailableError(`the memory backend tracks ${this.backend.maxIdentities} identities for this limiter, all with live state`, { retryAfterMs: store.retryAfterMs })
+    }
+    return deniedDecision(store.remaining, store.retryAfterMs, store.resetAt)
+  }
+}
+
+function maxIdentitiesFrom (value: unknown): number {
+  if (value !== undefined) {
+    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+      throw new RatesInvalidArgumentError('options.maxIdentities', 'a positive safe integer', value)
+    }
+    return value
+  }
+  const fromEnvironment = process.env[MAX_IDENTITIES_VARIABLE]
+  if (fromEnvironment === undefined) return DEFAULT_MAX_IDENTITIES
+  const parsed = /^[1-9][0-9]*$/.test(fromEnvironment) ? Number(fromEnvironment) : Number.NaN
+  if (!Number.isSafeInteger(parsed)) {
+    throw new RatesInvalidArgumentError(MAX_IDENTITIES_VARIABLE, 'a positive integer in decimal digits (the environment variable)', fromEnvironment)
+  }
+  return parsed
+}
+
+/** The embedded default backend: quotas in this process's memory. */
+export function memoryBackend (options: MemoryBackendOptions = {}): MemoryBackend {
+  return new MemoryBackend(options)
+}

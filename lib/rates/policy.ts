@@ -1,0 +1,140 @@
+import type { Algorithm, Policy } from '../core/rates/types.js'
+import { show } from '../errors.js'
+import { RatesInvalidArgumentError, memberPath } from './errors.js'
+
+/** The algorithms, in the order messages list them. */
+export const ALGORITHMS: readonly Algorithm[] = Object.freeze(['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'])
+
+const KEYS = ['algorithm', 'limit', 'windowMs', 'burst']
+/** 2100-01-01T00:00:00Z in epoch ms: GCRA timestamps, scaled by `s`, must stay exact until then. */
+export const GCRA_HORIZON_MS = 4_102_444_800_000
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
+const SAFE = `a safe integer (at most ${Number.MAX_SAFE_INTEGER})`
+
+function hasBurst (algorithm: Algorithm): boolean {
+  return algorithm === 'token-bucket' || algorithm === 'gcra'
+}
+
+function gcd (a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b]
+  return a
+}
+
+/**
+ * Copies, validates, normalizes and freezes a policy; throws `RatesInvalidArgumentError` naming the
+ * field (under `path`) otherwise.
+ *
+ * The input is an exact plain object: its prototype is `Object.prototype`; its own keys are all
+ * enumerable string-keyed data properties among `algorithm`, `limit`, `windowMs` and `burst`. Every
+ * property is inspected by descriptor before any value is used, so a getter is never invoked. An
+ * own property holding `undefined` counts as absent (as TypeScript's optional properties allow).
+ * - `algorithm`: one of `ALGORITHMS`; required unless `defaults.algorithm` is given.
+ * - `limit`, `windowMs`: positive safe integers.
+ * - `burst`: a positive safe integer for `token-bucket` and `gcra`, default `limit`; any value for a
+ *   window algorithm is an invalid combination.
+ * - The numbers the kernels keep exact must be safe integers: token-bucket `burst * windowMs`;
+ *   sliding-window-counter `limit * windowMs`; gcra, with g = gcd(limit, windowMs), s = limit / g
+ *   and T = windowMs / g, `burst * T` and `s * GCRA_HORIZON_MS`; and the state's time to full
+ *   recovery in ms (its TTL): `ceil(burst * windowMs / limit)` for token-bucket and gcra,
+ *   `2 * windowMs` for the window algorithms.
+ *
+ * The result has its keys in the order `{ algorithm, limit, windowMs, burst? }`, `burst` only for
+ * `token-bucket` and `gcra`.
+ */
+export function normalizePolicy (input: unknown, path = 'policy', defaults?: { algorithm?: Algorithm }): Readonly<Policy> {
+  const fields = exactFields(input, path)
+  const algorithm = fields.algorithm === undefined ? defaults?.algorithm : fields.algorithm
+  if (typeof algorithm !== 'string' || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
+    throw new RatesInvalidArgumentError(`${path}.algorithm`, `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`, algorithm)
+  }
+  const limit = positiveSafeInteger(`${path}.limit`, fields.limit)
+  const windowMs = positiveSafeInteger(`${path}.windowMs`, fields.windowMs)
+  const policy = { algorithm: algorithm as Algorithm, limit, windowMs }
+  if (!hasBurst(policy.algorithm)) {
+    if (fields.burst !== undefined) {
+      throw new RatesInvalidArgumentError(`${path}.burst`, `absent for algorithm '${algorithm}' (only 'token-bucket' and 'gcra' have a burst)`, fields.burst)
+    }
+    if (policy.algorithm === 'sliding-window-counter') {
+      safe(path, policy, `${path}.limit * ${path}.windowMs`, BigInt(limit) * BigInt(windowMs), `${limit} * ${windowMs}`)
+    }
+    safe(path, policy, `2 * ${path}.windowMs (the state's time to full recovery in ms)`, 2n * BigInt(windowMs), `2 * ${windowMs}`)
+    return Object.freeze(policy)
+  }
+  const burst = fields.burst === undefined ? limit : positiveSafeInteger(`${path}.burst`, fields.burst)
+  const full = { ...policy, burst }
+  const scaled = BigInt(burst) * BigInt(windowMs)
+  if (policy.algorithm === 'token-bucket') {
+    safe(path, full, `${path}.burst * ${path}.windowMs`, scaled, `${burst} * ${windowMs}`)
+  } else {
+    const g = gcd(limit, windowMs)
+    const s = limit / g
+    const T = windowMs / g
+    safe(path, full, `${path}.burst * ${path}.windowMs / gcd(${path}.limit, ${path}.windowMs)`, BigInt(burst) * BigInt(T), `${burst} * ${T}`)
+    safe(path, full, `${path}.limit / gcd(${path}.limit, ${path}.windowMs) * ${GCRA_HORIZON_MS} (GCRA's time scale until the year 2100)`,
+      BigInt(s) * BigInt(GCRA_HORIZON_MS), `${s} * ${GCRA_HORIZON_MS}`)
+  }
+  const l = BigInt(limit)
+  safe(path, full, `ceil(${path}.burst * ${path}.windowMs / ${path}.limit) (the state's time to full recovery in ms)`,
+    (scaled + l - 1n) / l, `ceil(${burst} * ${windowMs} / ${limit})`)
+  return Object.freeze(full)
+}
+
+/** The policy's capacity, the largest cost: `burst` for token-bucket and gcra, `limit` otherwise. */
+export function capacityOf (policy: Policy): number {
+  return hasBurst(policy.algorithm) ? policy.burst ?? policy.limit : policy.limit
+}
+
+/** Whether two normalized policies are the same. */
+export function samePolicy (a: Policy, b: Policy): boolean {
+  return a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.burst === b.burst
+}
+
+/**
+ * A normalized policy as a stable string, `algorithm:limit:windowMs[:burst]`, e.g.
+ * `token-bucket:100:60000:20` or `fixed-window:100:60000`; equal exactly when `samePolicy()`.
+ */
+export function policyFingerprint (policy: Policy): string {
+  const base = `${policy.algorithm}:${policy.limit}:${policy.windowMs}`
+  return policy.burst === undefined ? base : `${base}:${policy.burst}`
+}
+
+interface Fields { algorithm?: unknown, limit?: unknown, windowMs?: unknown, burst?: unknown }
+
+/** The input's own data properties, checked to be exactly a policy's, without invoking anything. */
+function exactFields (input: unknown, path: string): Fields {
+  const expected = 'a plain object { algorithm, limit, windowMs, burst? }'
+  if (typeof input !== 'object' || input === null || Object.getPrototypeOf(input) !== Object.prototype) {
+    throw new RatesInvalidArgumentError(path, expected, input)
+  }
+  const fields: Record<string, unknown> = {}
+  for (const key of Reflect.ownKeys(input)) {
+    if (typeof key === 'symbol') {
+      throw new RatesInvalidArgumentError(`${path}[${String(key)}]`, `${expected} (no symbol keys)`, key, { subject: path, got: `the symbol key ${String(key)}` })
+    }
+    const at = memberPath(path, key)
+    if (!KEYS.includes(key)) {
+      throw new RatesInvalidArgumentError(at, `${expected} (no other keys)`, key, { subject: path, got: `the unknown key ${JSON.stringify(key)}` })
+    }
+    // An own key from Reflect.ownKeys() always has a descriptor.
+    const descriptor = Object.getOwnPropertyDescriptor(input, key) as PropertyDescriptor
+    if (!('value' in descriptor)) {
+      throw new RatesInvalidArgumentError(at, 'a data property', descriptor, { got: 'an accessor property (getter or setter), which is not invoked' })
+    }
+    if (descriptor.enumerable !== true) {
+      throw new RatesInvalidArgumentError(at, 'an enumerable property', descriptor.value, { got: `a non-enumerable property holding ${show(descriptor.value)}` })
+    }
+    fields[key] = descriptor.value
+  }
+  return fields
+}
+
+function positiveSafeInteger (path: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
+    throw new RatesInvalidArgumentError(path, 'a positive safe integer', value)
+  }
+  return value
+}
+
+function safe (path: string, policy: Policy, subject: string, value: bigint, formula: string): void {
+  if (value > MAX_SAFE) throw new RatesInvalidArgumentError(path, SAFE, { ...policy }, { subject, got: `${value} (${formula})` })
+}
