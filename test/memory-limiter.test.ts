@@ -1,26 +1,59 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { TokenBucketLimiter, ADMITTED, LIMITED, SATURATED, type Outcome } from '../lib/token-bucket.js'
+import { MemoryLimiter, ADMITTED, LIMITED, SATURATED, worstRecovery, type Verdict } from '../lib/memory-limiter.js'
 import { SlotTable } from '../lib/slot-table.js'
-import type { RatePolicy } from '../lib/options.js'
+import { kernelOf, type Algorithm, type Kernel, type Policy } from '../lib/core/rates/index.js'
+import { capacityOf, normalizePolicy } from '../lib/rates/policy.js'
 
-// ---------------------------------------------------------------------------------------------
-// A reference model of one client's bucket, in BigInt: `level` counts 1/windowMs of a token,
-// `limit` such units come back per millisecond, `burst × windowMs` at most. It never forgets.
+const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
+const hasBurst = (algorithm: Algorithm): boolean => algorithm === 'token-bucket' || algorithm === 'gcra'
 
-interface Decision { outcome: Outcome, retryMs: number, remaining: number, resetMs: number }
+const limiterFor = (policy: Policy, maxIdentities: number): MemoryLimiter =>
+  new MemoryLimiter(kernelOf(policy.algorithm), policy, maxIdentities)
+
+const tokenBucket = (limit: number, windowMs: number, burst: number): Policy =>
+  ({ algorithm: 'token-bucket', limit, windowMs, burst })
+
+interface Decision { verdict: Verdict, retryAfterMs: number, remaining: number, resetAt: number }
+
+const decision = (limiter: MemoryLimiter, verdict: Verdict): Decision =>
+  ({ verdict, retryAfterMs: limiter.retryAfterMs, remaining: limiter.remaining, resetAt: limiter.resetAt })
+
+const same = (a: Decision, b: Decision): boolean =>
+  a.verdict === b.verdict && a.retryAfterMs === b.retryAfterMs && a.remaining === b.remaining && a.resetAt === b.resetAt
+
+type Op = [key: string, now: number, cost: number]
+
+function replay (ops: readonly Op[], maxIdentities: number, policy: Policy): MemoryLimiter {
+  const limiter = limiterFor(policy, maxIdentities)
+  for (const [key, now, cost] of ops) limiter.consume(key, now, cost)
+  return limiter
+}
+
+/** A cost from 1 to the policy's capacity, as a share of that capacity. */
+const costOf = (policy: Policy, share: number): number => {
+  const capacity = capacityOf(policy)
+  return Math.max(1, Math.min(capacity, Math.ceil(share * capacity)))
+}
+
+// =============================================================================================
+// Token bucket: continuous to the millisecond. A reference model in BigInt: `level` counts
+// 1/windowMs of a token, `limit` such units come back per millisecond, `burst × windowMs` at most.
+// It never forgets.
 
 const ceilDiv = (a: bigint, b: bigint): bigint => (a + b - 1n) / b
 
 class ModelBucket {
   level: bigint
   last: number
-  constructor (readonly policy: RatePolicy, now: number) {
-    this.level = BigInt(policy.burst) * BigInt(policy.windowMs)
+  readonly burst: number
+  constructor (readonly policy: Policy, now: number) {
+    this.burst = policy.burst ?? policy.limit
+    this.level = this.capacity
     this.last = now
   }
 
-  get capacity (): bigint { return BigInt(this.policy.burst) * BigInt(this.policy.windowMs) }
+  get capacity (): bigint { return BigInt(this.burst) * BigInt(this.policy.windowMs) }
 
   refill (now: number): void {
     if (now <= this.last) return
@@ -32,185 +65,230 @@ class ModelBucket {
   consume (now: number, cost: number): Decision {
     this.refill(now)
     const need = BigInt(cost) * BigInt(this.policy.windowMs)
-    const limit = BigInt(this.policy.limit)
-    let outcome: Outcome = LIMITED
-    let retryMs = 0
+    let verdict: Verdict = LIMITED
+    let retryAfterMs = 0
     if (this.level >= need) {
       this.level -= need
-      outcome = ADMITTED
+      verdict = ADMITTED
     } else {
-      retryMs = Number(ceilDiv(need - this.level, limit))
+      retryAfterMs = Number(ceilDiv(need - this.level, BigInt(this.policy.limit)))
     }
-    return {
-      outcome,
-      retryMs,
-      remaining: Number(this.level / BigInt(this.policy.windowMs)),
-      resetMs: Number(ceilDiv(this.capacity - this.level, limit))
-    }
+    return { verdict, retryAfterMs, remaining: Number(this.level / BigInt(this.policy.windowMs)), resetAt: this.recoversAt() }
   }
 
   /** The first millisecond at which the bucket is full (and so equal to a new one). */
   recoversAt (): number {
     return this.last + Number(ceilDiv(this.capacity - this.level, BigInt(this.policy.limit)))
   }
-
-  fullAt (now: number): boolean {
-    return this.recoversAt() <= now
-  }
 }
 
-const decision = (limiter: TokenBucketLimiter, outcome: Outcome): Decision =>
-  ({ outcome, retryMs: limiter.retryMs, remaining: limiter.remaining, resetMs: limiter.resetMs })
-
-// ---------------------------------------------------------------------------------------------
-
-t.test('100 per minute with burst 20: 20 at once, then exactly one every 600 ms', async (t) => {
-  const limiter = new TokenBucketLimiter({ limit: 100, windowMs: 60_000, burst: 20 }, 100)
+t.test('token bucket, 100 per minute with burst 20: 20 at once, then exactly one every 600 ms', async (t) => {
+  const limiter = limiterFor(tokenBucket(100, 60_000, 20), 100)
   for (let i = 0; i < 20; i++) {
     t.equal(limiter.consume('a', 0, 1), ADMITTED, `request ${i + 1} at 0 ms`)
     t.equal(limiter.remaining, 19 - i)
-    t.equal(limiter.resetMs, 600 * (i + 1))
-    t.equal(limiter.retryMs, 0)
+    t.equal(limiter.resetAt, 600 * (i + 1), 'full again 600 ms per token spent')
+    t.equal(limiter.retryAfterMs, 0)
   }
   t.equal(limiter.consume('a', 0, 1), LIMITED, 'the 21st')
-  t.equal(limiter.retryMs, 600)
+  t.equal(limiter.retryAfterMs, 600)
   t.equal(limiter.remaining, 0)
-  t.equal(limiter.resetMs, 12_000)
+  t.equal(limiter.resetAt, 12_000)
   t.equal(limiter.consume('a', 1, 1), LIMITED)
-  t.equal(limiter.retryMs, 599)
+  t.equal(limiter.retryAfterMs, 599)
+  t.equal(limiter.resetAt, 12_000, 'resetAt is a tick: a refusal does not move it')
   t.equal(limiter.consume('a', 599, 1), LIMITED)
-  t.equal(limiter.retryMs, 1, 'one millisecond short')
-  t.equal(limiter.resetMs, 11_401)
+  t.equal(limiter.retryAfterMs, 1, 'one millisecond short')
+  t.equal(limiter.resetAt, 12_000)
   t.equal(limiter.consume('a', 600, 1), ADMITTED, 'exactly at 600 ms')
   t.equal(limiter.remaining, 0)
-  t.equal(limiter.resetMs, 12_000)
+  t.equal(limiter.resetAt, 12_600)
   for (let k = 2; k <= 50; k++) {
     const at = 600 * k
     t.equal(limiter.consume('a', at - 1, 1), LIMITED, `${at - 1} ms`)
-    t.equal(limiter.retryMs, 1)
+    t.equal(limiter.retryAfterMs, 1)
     t.equal(limiter.consume('a', at, 1), ADMITTED, `${at} ms`)
     t.equal(limiter.consume('a', at, 1), LIMITED, `second at ${at} ms`)
-    t.equal(limiter.retryMs, 600)
+    t.equal(limiter.retryAfterMs, 600)
+    t.equal(limiter.resetAt, at + 12_000)
   }
   // Idle for 6 s: ten tokens back, not more.
   const later = 600 * 50 + 6000
   for (let i = 0; i < 10; i++) t.equal(limiter.consume('a', later, 1), ADMITTED)
   t.equal(limiter.consume('a', later, 1), LIMITED)
-  t.equal(limiter.retryMs, 600)
+  t.equal(limiter.retryAfterMs, 600)
   // Idle for an hour: the burst, not more.
   for (let i = 0; i < 20; i++) t.equal(limiter.consume('a', later + 3_600_000, 1), ADMITTED)
   t.equal(limiter.consume('a', later + 3_600_000, 1), LIMITED)
 })
 
-t.test('refill is continuous: fractions of a token are kept, no drift', async (t) => {
+t.test('token bucket: refill is continuous, fractions of a token are kept, no drift', async (t) => {
   // 3 per second, burst 2: one token every 333⅓ ms.
-  const limiter = new TokenBucketLimiter({ limit: 3, windowMs: 1000, burst: 2 }, 10)
+  const limiter = limiterFor(tokenBucket(3, 1000, 2), 10)
   t.equal(limiter.consume('a', 0, 2), ADMITTED)
   t.equal(limiter.consume('a', 0, 1), LIMITED)
-  t.equal(limiter.retryMs, 334)
+  t.equal(limiter.retryAfterMs, 334)
   t.equal(limiter.consume('a', 333, 1), LIMITED)
-  t.equal(limiter.retryMs, 1)
+  t.equal(limiter.retryAfterMs, 1)
   t.equal(limiter.consume('a', 334, 1), ADMITTED)
   t.equal(limiter.consume('a', 334, 1), LIMITED)
-  t.equal(limiter.retryMs, 333, '2/3 ms of refill was kept')
+  t.equal(limiter.retryAfterMs, 333, '2/3 ms of refill was kept')
   t.equal(limiter.consume('a', 666, 1), LIMITED)
   t.equal(limiter.consume('a', 667, 1), ADMITTED)
   t.equal(limiter.consume('a', 667, 1), LIMITED)
-  t.equal(limiter.retryMs, 333)
+  t.equal(limiter.retryAfterMs, 333)
   t.equal(limiter.consume('a', 999, 1), LIMITED)
   t.equal(limiter.consume('a', 1000, 1), ADMITTED)
   t.equal(limiter.consume('a', 1000, 1), LIMITED)
-  t.equal(limiter.retryMs, 334, 'three per second exactly: the pattern starts again')
+  t.equal(limiter.retryAfterMs, 334, 'three per second exactly: the pattern starts again')
 
-  // A client that always retries after exactly retryMs gets the burst plus exactly 3 per second.
-  const greedy = new TokenBucketLimiter({ limit: 3, windowMs: 1000, burst: 2 }, 10)
+  // A client that always retries after exactly retryAfterMs gets the burst plus exactly 3 per second.
+  const greedy = limiterFor(tokenBucket(3, 1000, 2), 10)
   let now = 0
   let admitted = 0
   while (now <= 60_000) {
     if (greedy.consume('g', now, 1) === ADMITTED) admitted++
-    else now += greedy.retryMs
+    else now += greedy.retryAfterMs
   }
   t.equal(admitted, 2 + 3 * 60)
 })
 
-t.test('a full bucket refills no further', async (t) => {
+t.test('token bucket: a full bucket refills no further', async (t) => {
   // Burst 1 at 3 per second: full after 333⅓ ms; a client that comes back at 334 ms has lost the rest.
-  const limiter = new TokenBucketLimiter({ limit: 3, windowMs: 1000, burst: 1 }, 10)
+  const limiter = limiterFor(tokenBucket(3, 1000, 1), 10)
   t.equal(limiter.consume('a', 0, 1), ADMITTED)
+  t.equal(limiter.resetAt, 334)
   t.equal(limiter.consume('a', 334, 1), ADMITTED)
   t.equal(limiter.consume('a', 334, 1), LIMITED)
-  t.equal(limiter.retryMs, 334)
+  t.equal(limiter.retryAfterMs, 334)
   let now = 0
   let admitted = 0
-  const greedy = new TokenBucketLimiter({ limit: 3, windowMs: 1000, burst: 1 }, 10)
+  const greedy = limiterFor(tokenBucket(3, 1000, 1), 10)
   while (now <= 60_000) {
     if (greedy.consume('g', now, 1) === ADMITTED) admitted++
-    else now += greedy.retryMs
+    else now += greedy.retryAfterMs
   }
   t.equal(admitted, 180, 'one every 334 ms: 0, 334, …, 59 786')
 })
 
-t.test('cost takes several tokens; remaining counts cost-1 requests', async (t) => {
-  const limiter = new TokenBucketLimiter({ limit: 10, windowMs: 1000, burst: 20 }, 10)
+t.test('token bucket: cost takes several tokens; remaining counts cost-1 requests', async (t) => {
+  const limiter = limiterFor(tokenBucket(10, 1000, 20), 10)
   t.equal(limiter.consume('a', 0, 7), ADMITTED)
   t.equal(limiter.remaining, 13)
-  t.equal(limiter.resetMs, 700)
+  t.equal(limiter.resetAt, 700)
   t.equal(limiter.consume('a', 0, 7), ADMITTED)
   t.equal(limiter.remaining, 6)
   t.equal(limiter.consume('a', 0, 7), LIMITED)
-  t.equal(limiter.retryMs, 100, 'one token short at 10 per second')
+  t.equal(limiter.retryAfterMs, 100, 'one token short at 10 per second')
   t.equal(limiter.remaining, 6, 'a refusal takes nothing')
   t.equal(limiter.consume('a', 0, 6), ADMITTED, 'a smaller cost still fits')
   t.equal(limiter.remaining, 0)
-  t.equal(limiter.resetMs, 2000)
+  t.equal(limiter.resetAt, 2000)
   t.equal(limiter.consume('a', 0, 20), LIMITED)
-  t.equal(limiter.retryMs, 2000, 'the whole burst: 2 s')
+  t.equal(limiter.retryAfterMs, 2000, 'the whole burst: 2 s')
   t.equal(limiter.consume('a', 1999, 20), LIMITED)
-  t.equal(limiter.retryMs, 1)
+  t.equal(limiter.retryAfterMs, 1)
   t.equal(limiter.consume('a', 2000, 20), ADMITTED)
+  t.equal(limiter.resetAt, 4000)
 })
 
-t.test('the shape: units of 1/windowMs token, interval 1', async (t) => {
-  const policy = { limit: 7, windowMs: 3000, burst: 5 }
-  const limiter = new TokenBucketLimiter(policy, 10)
-  t.equal(limiter.policy, policy)
-  t.same(limiter.shape, { capacity: 15_000, refill: 7, interval: 1 })
-  t.equal(limiter.table.maxIdentities, 10)
-  t.equal(limiter.table.size, 0)
-  limiter.consume('a', 0, 1)
-  t.equal(limiter.table.size, 1)
+// =============================================================================================
+// Every algorithm through the limiter.
+
+t.test('the limiter: its policy, one slot of the kernel\'s fields per identity, its bound', async (t) => {
+  const fields: Record<Algorithm, number> = { 'token-bucket': 2, 'fixed-window': 2, 'sliding-window-counter': 3, gcra: 1 }
+  for (const algorithm of ALGORITHMS) {
+    const policy = normalizePolicy({ algorithm, limit: 7, windowMs: 3000 })
+    const limiter = limiterFor(policy, 10)
+    t.equal(limiter.policy, policy, `${algorithm}: the policy given`)
+    t.equal(limiter.table.fields, fields[algorithm], `${algorithm}: ${fields[algorithm]} numbers per identity`)
+    t.equal(limiter.table.maxIdentities, 10)
+    t.equal(limiter.table.data.length, 10 * fields[algorithm], 'no more slots than the bound')
+    t.equal(limiter.table.size, 0)
+    t.same([limiter.retryAfterMs, limiter.remaining, limiter.resetAt], [0, 0, 0], 'no decision yet')
+    t.equal(limiter.consume('a', 5000, 1), ADMITTED)
+    t.equal(limiter.table.size, 1)
+    t.equal(limiter.remaining, 6)
+    t.equal(limiter.retryAfterMs, 0)
+    t.ok(limiter.resetAt > 5000, `${algorithm}: resetAt is a tick after now: ${limiter.resetAt}`)
+    const big = limiterFor(policy, 1_000_000)
+    t.equal(big.table.data.length, 1024 * fields[algorithm], `${algorithm}: starts with 1024 slots`)
+  }
 })
 
-t.test('keys never share buckets', async (t) => {
-  const limiter = new TokenBucketLimiter({ limit: 1, windowMs: 60_000, burst: 1 }, 1000)
+t.test('each algorithm: first decisions, with resetAt as an absolute tick', async (t) => {
+  // A fresh identity at 1250, 10 per 100 ms (burst 4 where there is one), cost 3 then 3 then 3.
+  const want: Record<Algorithm, Array<[Verdict, remaining: number, retryAfterMs: number, resetAt: number]>> = {
+    // 10 per 100 ms: a token every 10 ms; burst 4.
+    'token-bucket': [[ADMITTED, 1, 0, 1280], [LIMITED, 1, 20, 1280], [LIMITED, 1, 20, 1280]],
+    // Window [1200, 1300): 3, 6, 9 of 10.
+    'fixed-window': [[ADMITTED, 7, 0, 1300], [ADMITTED, 4, 0, 1300], [ADMITTED, 1, 0, 1300]],
+    'sliding-window-counter': [[ADMITTED, 7, 0, 1400], [ADMITTED, 4, 0, 1400], [ADMITTED, 1, 0, 1400]],
+    // Emission interval 10 ms, tolerance 40 ms.
+    gcra: [[ADMITTED, 1, 0, 1280], [LIMITED, 1, 20, 1280], [LIMITED, 1, 20, 1280]]
+  }
+  for (const algorithm of ALGORITHMS) {
+    const policy = normalizePolicy(hasBurst(algorithm) ? { algorithm, limit: 10, windowMs: 100, burst: 4 } : { algorithm, limit: 10, windowMs: 100 })
+    const limiter = limiterFor(policy, 4)
+    const got = [1250, 1250, 1250].map((now) => {
+      const verdict = limiter.consume('a', now, 3)
+      return [verdict, limiter.remaining, limiter.retryAfterMs, limiter.resetAt]
+    })
+    t.same(got, want[algorithm], algorithm)
+    // The fourth cost-3 request of a window algorithm: 9 + 3 > 10.
+    if (!hasBurst(algorithm)) {
+      t.equal(limiter.consume('a', 1250, 3), LIMITED)
+      t.equal(limiter.retryAfterMs, algorithm === 'fixed-window' ? 50 : 50 + 23, `${algorithm}: the wait`)
+    }
+  }
+})
+
+t.test('keys never share states, for every algorithm', async (t) => {
   // Keys that a hash, a prefix or a case fold could confuse.
   const keys = ['', 'a', 'A', 'a ', ' a', 'ab', 'ba', '1.2.3.4', '1.2.3.40', '::1', '__proto__', 'constructor', 'toString', '\u0000', 'é', 'e\u0301']
-  for (const key of keys) t.equal(limiter.consume(key, 0, 1), ADMITTED, JSON.stringify(key))
-  for (const key of keys) t.equal(limiter.consume(key, 0, 1), LIMITED, `${JSON.stringify(key)} again`)
-  t.equal(limiter.table.size, keys.length)
-  const slots = new Set(keys.map((key) => limiter.table.find(key)))
-  t.equal(slots.size, keys.length, 'one slot each')
-  t.notOk(slots.has(-1))
-  t.equal(limiter.table.find('unknown'), -1)
+  for (const algorithm of ALGORITHMS) {
+    const limiter = limiterFor(normalizePolicy({ algorithm, limit: 1, windowMs: 60_000 }), 1000)
+    let wrong = 0
+    for (const key of keys) if (limiter.consume(key, 0, 1) !== ADMITTED) wrong++
+    for (const key of keys) if (limiter.consume(key, 0, 1) !== LIMITED) wrong++
+    t.equal(wrong, 0, `${algorithm}: each key admitted once, then limited`)
+    t.equal(limiter.table.size, keys.length)
+    const slots = new Set(keys.map((key) => limiter.table.find(key)))
+    t.equal(slots.size, keys.length, 'one slot each')
+    t.notOk(slots.has(-1))
+    t.equal(limiter.table.find('unknown'), -1)
+  }
 })
 
-// ---------------------------------------------------------------------------------------------
-// Properties against the model.
+t.test('worstRecovery: the longest any state takes to recover, per algorithm', async (t) => {
+  t.equal(worstRecovery({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 20 }), 12_000)
+  t.equal(worstRecovery({ algorithm: 'token-bucket', limit: 3, windowMs: 1000, burst: 2 }), 667, 'rounded up')
+  t.equal(worstRecovery({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000 }), 60_000, 'burst defaults to limit')
+  t.equal(worstRecovery({ algorithm: 'gcra', limit: 100, windowMs: 60_000, burst: 20 }), 12_000)
+  t.equal(worstRecovery({ algorithm: 'gcra', limit: 3, windowMs: 1000, burst: 2 }), 667)
+  t.equal(worstRecovery({ algorithm: 'gcra', limit: 7, windowMs: 1000 }), 1000)
+  t.equal(worstRecovery({ algorithm: 'fixed-window', limit: 5, windowMs: 1000 }), 1000)
+  t.equal(worstRecovery({ algorithm: 'sliding-window-counter', limit: 5, windowMs: 1000 }), 2000, 'the current count slides out after two windows')
+  // Tight: an identity emptied at `now` needs exactly that long (window algorithms: at a window's start).
+  for (const algorithm of ALGORITHMS) {
+    const policy = normalizePolicy({ algorithm, limit: 3, windowMs: 1000 })
+    const kernel = kernelOf(policy.algorithm)
+    const emptied = kernel.consume(kernel.fresh(policy, 5000), policy, 5000, capacityOf(policy))
+    t.equal(kernel.recoversAt(emptied.state, policy) - 5000, worstRecovery(policy), algorithm)
+  }
+})
 
-const policyArb: fc.Arbitrary<RatePolicy> = fc
+// =============================================================================================
+// Properties against the models.
+
+const bigTokenBucketArb: fc.Arbitrary<Policy> = fc
   .record({ limit: fc.integer({ min: 1, max: 1_000_000 }), windowMs: fc.integer({ min: 1, max: 2 ** 31 }) })
   .chain(({ limit, windowMs }) =>
-    // burst × windowMs up to (nearly) the largest the options allow; room is left for `now + retryMs`.
+    // burst × windowMs up to (nearly) the largest the validator allows; room is left for `now + retryAfterMs`.
     fc.integer({ min: 1, max: Math.min(1_000_000, Math.floor((Number.MAX_SAFE_INTEGER - 2 ** 42) / windowMs)) })
-      .map((burst) => ({ limit, windowMs, burst })))
+      .map((burst) => tokenBucket(limit, windowMs, burst)))
 
-const smallPolicyArb: fc.Arbitrary<RatePolicy> = fc.record({
-  limit: fc.integer({ min: 1, max: 50 }),
-  windowMs: fc.integer({ min: 1, max: 5000 }),
-  burst: fc.integer({ min: 1, max: 20 })
-})
-
-/** A history of consumes: which key, how long after the previous one, what cost (a share of burst). */
+/** A history of consumes: which key, how long after the previous one, what cost (a share of capacity). */
 const opsArb = (keys: number, maxLength: number): fc.Arbitrary<Array<{ key: number, dt: number, share: number }>> =>
   fc.array(fc.record({
     key: fc.integer({ min: 0, max: keys - 1 }),
@@ -218,11 +296,9 @@ const opsArb = (keys: number, maxLength: number): fc.Arbitrary<Array<{ key: numb
     share: fc.double({ min: 0, max: 1, noNaN: true })
   }), { maxLength })
 
-const costOf = (policy: RatePolicy, share: number): number => Math.max(1, Math.min(policy.burst, Math.ceil(share * policy.burst)))
-
-t.test('property: every decision equals the model, per key', async (t) => {
-  fc.assert(fc.property(policyArb, opsArb(4, 40), (policy, ops) => {
-    const limiter = new TokenBucketLimiter(policy, 1000)
+t.test('property: token bucket, every decision equals the BigInt model, per key', async (t) => {
+  fc.assert(fc.property(bigTokenBucketArb, opsArb(4, 40), (policy, ops) => {
+    const limiter = limiterFor(policy, 1000)
     const models = new Map<number, ModelBucket>()
     let now = 0
     for (const op of ops) {
@@ -232,79 +308,85 @@ t.test('property: every decision equals the model, per key', async (t) => {
       if (model === undefined) models.set(op.key, model = new ModelBucket(policy, now))
       const got = decision(limiter, limiter.consume(`k${op.key}`, now, cost))
       const want = model.consume(now, cost)
-      if (got.outcome !== want.outcome || got.retryMs !== want.retryMs || got.remaining !== want.remaining || got.resetMs !== want.resetMs) {
-        throw new Error(`at ${now} cost ${cost}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
-      }
+      if (!same(got, want)) throw new Error(`at ${now} cost ${cost}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
     }
   }), { numRuns: 500 })
   t.pass('500 runs')
 })
 
-t.test('property: retryMs is exact — after retryMs the same cost passes, one ms earlier it does not', async (t) => {
-  let limitedSeen = 0
-  fc.assert(fc.property(policyArb, opsArb(1, 15), fc.double({ min: 0, max: 1, noNaN: true }), (policy, ops, share) => {
-    // Two keys with the same history are two identical buckets (keys never share).
-    const limiter = new TokenBucketLimiter(policy, 10)
-    let now = 0
-    for (const op of ops) {
-      now += op.dt
-      const cost = costOf(policy, op.share)
-      const a = limiter.consume('a', now, cost)
-      const b = limiter.consume('b', now, cost)
-      if (a !== b) throw new Error('two keys with one history decided differently')
-    }
-    let cost = costOf(policy, share)
-    if (limiter.consume('a', now, cost) === ADMITTED) {
-      if (limiter.consume('b', now, cost) !== ADMITTED) throw new Error('b differs from a')
-      // The bucket is short of at least one token now: the whole burst is refused.
-      cost = policy.burst
-      if (limiter.consume('a', now, cost) !== LIMITED) throw new Error('the burst passed right after a take')
-    }
-    limitedSeen++
-    const retry = limiter.retryMs
-    if (!Number.isSafeInteger(retry) || retry < 1) throw new Error(`retryMs ${retry}`)
-    if (limiter.consume('b', now, cost) !== LIMITED || limiter.retryMs !== retry) throw new Error('b differs from a')
-    if (limiter.consume('a', now + retry - 1, cost) !== LIMITED) throw new Error(`passed at retryMs - 1 = ${retry - 1}`)
-    if (limiter.retryMs !== 1) throw new Error(`at retryMs - 1 the wait is ${limiter.retryMs}, not 1`)
-    if (limiter.consume('b', now + retry, cost) !== ADMITTED) throw new Error(`refused after waiting retryMs = ${retry}`)
-  }), { numRuns: 1000 })
-  t.equal(limitedSeen, 1000, 'every run checked a refusal')
+/** Realistic policies of every algorithm (all valid), on an epoch clock up to the year 2100. */
+const realisticPolicyArb: fc.Arbitrary<Policy> = fc.record({
+  algorithm: fc.constantFrom(...ALGORITHMS),
+  limit: fc.oneof(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 2000 })),
+  windowMs: fc.oneof(fc.integer({ min: 1, max: 1000 }), fc.integer({ min: 1, max: 86_400_000 })),
+  burst: fc.oneof(fc.integer({ min: 1, max: 5 }), fc.integer({ min: 1, max: 10_000 }))
+}).map(({ algorithm, limit, windowMs, burst }) =>
+  normalizePolicy(hasBurst(algorithm) ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }))
+
+t.test('property: retryAfterMs is exact, for every algorithm — after it the same cost passes, one ms earlier it does not', async (t) => {
+  const limited: Record<string, number> = {}
+  fc.assert(fc.property(
+    realisticPolicyArb,
+    fc.integer({ min: 0, max: 4_000_000_000_000 }),
+    fc.array(fc.record({ dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 1000 }), fc.integer({ min: 0, max: 10_000_000 })), share: fc.double({ min: 0, max: 1, noNaN: true }) }), { maxLength: 15 }),
+    fc.double({ min: 0, max: 1, noNaN: true }),
+    (policy, start, ops, share) => {
+      // Two keys with the same history are two identical states (keys never share).
+      const limiter = limiterFor(policy, 10)
+      let now = start
+      for (const op of ops) {
+        now += op.dt
+        const cost = costOf(policy, op.share)
+        const a = decision(limiter, limiter.consume('a', now, cost))
+        const b = decision(limiter, limiter.consume('b', now, cost))
+        if (!same(a, b)) throw new Error('two keys with one history decided differently')
+      }
+      let cost = costOf(policy, share)
+      if (limiter.consume('a', now, cost) === ADMITTED) {
+        if (limiter.consume('b', now, cost) !== ADMITTED) throw new Error('b differs from a')
+        // Something was just consumed: the whole capacity is refused now, in every algorithm.
+        cost = capacityOf(policy)
+        if (limiter.consume('a', now, cost) !== LIMITED) throw new Error('the whole capacity passed right after a consume')
+      }
+      limited[policy.algorithm] = (limited[policy.algorithm] ?? 0) + 1
+      const retry = limiter.retryAfterMs
+      if (!Number.isSafeInteger(retry) || retry < 1) throw new Error(`retryAfterMs ${retry}`)
+      if (limiter.resetAt < now + retry) throw new Error(`resetAt ${limiter.resetAt} before the retry at ${now + retry}`)
+      if (limiter.consume('b', now, cost) !== LIMITED || limiter.retryAfterMs !== retry) throw new Error('b differs from a')
+      if (limiter.consume('a', now + retry - 1, cost) !== LIMITED) throw new Error(`passed at retryAfterMs - 1 = ${retry - 1}`)
+      if (limiter.retryAfterMs !== 1) throw new Error(`at retryAfterMs - 1 the wait is ${limiter.retryAfterMs}, not 1`)
+      if (limiter.consume('b', now + retry, cost) !== ADMITTED) throw new Error(`refused after waiting retryAfterMs = ${retry}`)
+    }), { numRuns: 2000 })
+  for (const algorithm of ALGORITHMS) t.ok((limited[algorithm] ?? 0) > 200, `${algorithm}: ${limited[algorithm] ?? 0} refusals checked`)
 })
 
-// ---------------------------------------------------------------------------------------------
+// =============================================================================================
 // The bound: maxIdentities.
 
-const P: RatePolicy = { limit: 100, windowMs: 60_000, burst: 20 } // a token every 600 ms; worst recovery 12 s
+const P = tokenBucket(100, 60_000, 20) // a token every 600 ms; worst recovery 12 s
 
-type Op = [key: string, now: number, cost: number]
-function replay (ops: Op[], maxIdentities: number, policy: RatePolicy = P): TokenBucketLimiter {
-  const limiter = new TokenBucketLimiter(policy, maxIdentities)
-  for (const [key, now, cost] of ops) limiter.consume(key, now, cost)
-  return limiter
-}
-
-t.test('a full table refuses a new client with the exact wait for the earliest recovery', async (t) => {
+t.test('token bucket: a full table refuses a new client with the exact wait for the earliest recovery', async (t) => {
   const history: Op[] = [
     ['A', 0, 5], // full again at 3000
     ['B', 10, 2], // full again at 1210: the earliest
     ['C', 20, 3] // full again at 1820
   ]
-  const limiter = replay(history, 3)
+  const limiter = replay(history, 3, P)
   t.equal(limiter.table.size, 3)
   t.equal(limiter.consume('D', 100, 1), SATURATED)
-  t.equal(limiter.retryMs, 1110, '1210 - 100')
+  t.equal(limiter.retryAfterMs, 1110, '1210 - 100')
   t.equal(limiter.remaining, 0)
-  t.equal(limiter.resetMs, 1110)
+  t.equal(limiter.resetAt, 1210, 'now + retryAfterMs')
   t.equal(limiter.table.size, 3, 'the refused client is not tracked')
   t.equal(limiter.table.find('D'), -1)
 
   const saturated: Op[] = [...history, ['D', 100, 1]]
   // One millisecond early: still refused, with 1 ms to go.
-  const early = replay(saturated, 3)
+  const early = replay(saturated, 3, P)
   t.equal(early.consume('D', 1209, 1), SATURATED)
-  t.equal(early.retryMs, 1)
+  t.equal(early.retryAfterMs, 1)
   // On time: admitted into B's slot; B had recovered, so dropping it changed nothing.
-  const onTime = replay(saturated, 3)
+  const onTime = replay(saturated, 3, P)
   const slotOfB = onTime.table.find('B')
   t.equal(onTime.consume('D', 1210, 2), ADMITTED) // D full again at 2410
   t.equal(onTime.remaining, 18, 'a new client gets a full bucket')
@@ -315,114 +397,231 @@ t.test('a full table refuses a new client with the exact wait for the earliest r
   // B comes back: its bucket is a new, full one — the same decision it would have had.
   t.equal(onTime.consume('B', 1210, 1), SATURATED, 'the table is full again: A, C, D are live')
   // D's bucket arrived after the table last looked; the wait may be the worst case, never earlier than C's.
-  t.ok(onTime.retryMs >= 1820 - 1210 && onTime.retryMs <= 12_000, `retryMs ${onTime.retryMs}`)
+  t.ok(onTime.retryAfterMs >= 1820 - 1210 && onTime.retryAfterMs <= 12_000, `retryAfterMs ${onTime.retryAfterMs}`)
   t.equal(onTime.consume('B', 1820, 20), ADMITTED, 'C recovered: B gets its full burst')
 })
 
-t.test('a live bucket is never reset or changed by saturation', async (t) => {
-  const history: Op[] = [['A', 0, 20], ['B', 0, 19], ['C', 0, 1]]
-  const control = replay(history, 3)
-  const limiter = replay(history, 3)
-  // A flood of new clients while every bucket is live.
-  for (let now = 0; now < 600; now += 7) {
-    for (let i = 0; i < 20; i++) {
-      t.equal(limiter.consume(`new-${now}-${i}`, now, 1), SATURATED)
-      if (limiter.retryMs < 1 || now + limiter.retryMs < 600) t.fail(`at ${now} retryMs ${limiter.retryMs} is too early (C recovers at 600)`)
-    }
+/**
+ * One scenario per algorithm, two slots: A and B fill the table, C is refused at `probe` with the
+ * exact wait for the earliest recovery; A is then used again within the same millisecond, so the
+ * wait falls back to the worst case; one millisecond later the table looks again.
+ */
+interface Saturation {
+  policy: Policy
+  history: Op[]
+  probe: number
+  /** Earliest recovery among A and B. */
+  earliest: number
+  /** A's use after the probe, and the earliest recovery after it. */
+  touch: Op
+  earliestAfterTouch: number
+}
+
+const SCENARIOS: Record<Algorithm, Saturation> = {
+  'token-bucket': {
+    policy: P, // A full again at 600, B at 12 000; A used again at 0: at 1200
+    history: [['A', 0, 1], ['B', 0, 20]],
+    probe: 0,
+    earliest: 600,
+    touch: ['A', 0, 1],
+    earliestAfterTouch: 1200
+  },
+  gcra: {
+    policy: { algorithm: 'gcra', limit: 100, windowMs: 60_000, burst: 20 }, // the same arithmetic, as a TAT
+    history: [['A', 0, 1], ['B', 0, 20]],
+    probe: 0,
+    earliest: 600,
+    touch: ['A', 0, 1],
+    earliestAfterTouch: 1200
+  },
+  'fixed-window': {
+    // Both live counters are in the window [0, 1000): they all recover at its end.
+    policy: { algorithm: 'fixed-window', limit: 20, windowMs: 1000 },
+    history: [['A', 100, 1], ['B', 200, 20]],
+    probe: 300,
+    earliest: 1000,
+    touch: ['A', 300, 1],
+    earliestAfterTouch: 1000
+  },
+  'sliding-window-counter': {
+    // A counts in [0, 1000): back to 0 at 2000; B in [1000, 2000): at 3000. A used at 1300: at 3000.
+    policy: { algorithm: 'sliding-window-counter', limit: 20, windowMs: 1000 },
+    history: [['A', 100, 1], ['B', 1200, 1]],
+    probe: 1300,
+    earliest: 2000,
+    touch: ['A', 1300, 1],
+    earliestAfterTouch: 3000
   }
-  t.equal(limiter.table.size, 3)
-  for (const [key, now, cost] of [['A', 300, 1], ['B', 300, 2], ['C', 300, 20], ['A', 1500, 2], ['B', 2000, 20]] as Op[]) {
-    const want = decision(control, control.consume(key, now, cost))
-    const got = decision(limiter, limiter.consume(key, now, cost))
-    t.same(got, want, `${key} at ${now} cost ${cost}`)
+}
+
+t.test('every algorithm: a full table refuses a new client with an honest wait, and never resets a live state', async (t) => {
+  for (const algorithm of ALGORITHMS) {
+    const { policy, history, probe, earliest, touch, earliestAfterTouch } = SCENARIOS[algorithm]
+    const worst = worstRecovery(policy)
+    t.test(algorithm, async (t) => {
+      const limiter = replay(history, 2, policy)
+      t.equal(limiter.consume('C', probe, 1), SATURATED)
+      t.equal(limiter.retryAfterMs, earliest - probe, 'the exact wait for the earliest recovery')
+      t.equal(limiter.remaining, 0)
+      t.equal(limiter.resetAt, earliest)
+      t.equal(limiter.table.find('C'), -1, 'the refused client is not tracked')
+
+      const refused: Op[] = [...history, ['C', probe, 1]]
+      const early = replay(refused, 2, policy)
+      t.equal(early.consume('C', earliest - 1, 1), SATURATED, 'one millisecond early')
+      t.equal(early.retryAfterMs, 1)
+      const onTime = replay(refused, 2, policy)
+      t.equal(onTime.consume('C', earliest, 1), ADMITTED, 'on time')
+      t.equal(onTime.remaining, capacityOf(policy) - 1, 'a new client gets a full state')
+
+      // The earliest state used again in the same millisecond: the remembered time may be too soon;
+      // the table may not look again before the next millisecond, so it says the worst case.
+      const touched = replay(refused, 2, policy)
+      touched.consume(...touch)
+      t.equal(touched.consume('C', probe, 1), SATURATED)
+      t.equal(touched.retryAfterMs, worst, `the worst case, ${worst} ms`)
+      t.ok(probe + worst >= earliestAfterTouch, 'which is not too early')
+      t.equal(touched.consume('C', probe + 1, 1), SATURATED)
+      t.equal(touched.retryAfterMs, earliestAfterTouch - probe - 1, 'a millisecond later, exact again')
+      const afterTouch: Op[] = [...refused, touch, ['C', probe, 1]]
+      t.equal(replay(afterTouch, 2, policy).consume('C', probe + worst, 1), ADMITTED, 'the worst-case wait is honest')
+      t.equal(replay(afterTouch, 2, policy).consume('C', earliestAfterTouch - 1, 1), SATURATED)
+      t.equal(replay(afterTouch, 2, policy).consume('C', earliestAfterTouch, 1), ADMITTED)
+
+      // A flood of new clients while every state is live changes no state.
+      const control = replay(history, 2, policy)
+      const flooded = replay(history, 2, policy)
+      let early2 = 0
+      for (let now = probe; now < earliest; now += 7) {
+        for (let i = 0; i < 20; i++) {
+          if (flooded.consume(`new-${now}-${i}`, now, 1) !== SATURATED) t.fail(`new-${now}-${i} got a slot at ${now}`)
+          if (flooded.retryAfterMs < 1 || now + flooded.retryAfterMs < earliest) early2++
+        }
+      }
+      t.equal(early2, 0, 'no wait ends before a state recovers')
+      t.equal(flooded.table.size, 2)
+      const capacity = capacityOf(policy)
+      for (const [key, at, cost] of [['A', earliest - 1, 1], ['B', earliest - 1, 2], ['A', earliest - 1, capacity], ['B', earliest + 500, capacity]] as Op[]) {
+        t.same(decision(flooded, flooded.consume(key, at, cost)), decision(control, control.consume(key, at, cost)), `${key} at ${at} cost ${cost}: as if no flood`)
+      }
+    })
   }
 })
 
-t.test('touching the earliest bucket falls back to the worst-case wait, never too early', async (t) => {
-  const limiter = replay([['A', 0, 1], ['B', 0, 20]], 2) // A full at 600, B at 12 000
+t.test('token bucket: a touched earliest bucket: the worst-case wait is honest and can be tight', async (t) => {
+  const history: Op[] = [['A', 0, 1], ['C', 0, 1]] // A full at 600; C refused
+  const limiter = replay(history, 1, P)
+  t.equal(limiter.retryAfterMs, 600)
+  t.equal(limiter.consume('A', 0, 19), ADMITTED) // A emptied at 0: full at exactly 0 + 12 000
   t.equal(limiter.consume('C', 0, 1), SATURATED)
-  t.equal(limiter.retryMs, 600)
-  t.equal(limiter.consume('A', 0, 1), ADMITTED) // A is now full at 1200
+  t.equal(limiter.retryAfterMs, 12_000)
+  const saturated: Op[] = [...history, ['A', 0, 19], ['C', 0, 1]]
+  const early = replay(saturated, 1, P)
+  t.equal(early.consume('C', 11_999, 1), SATURATED)
+  t.equal(early.retryAfterMs, 1)
+  t.equal(replay(saturated, 1, P).consume('C', 12_000, 1), ADMITTED, 'at now + retryAfterMs a slot is had')
+})
+
+t.test('token bucket: touching another bucket than the earliest keeps the exact wait', async (t) => {
+  const limiter = replay([['A', 0, 1], ['B', 0, 20]], 2, P) // A full at 600, B at 12 000
   t.equal(limiter.consume('C', 0, 1), SATURATED)
-  t.equal(limiter.retryMs, 12_000, 'the remembered 600 would be too early; the worst case is not')
-  t.ok(limiter.retryMs >= 1200)
-  // One ms later the table may look again and knows exactly.
-  t.equal(limiter.consume('C', 1, 1), SATURATED)
-  t.equal(limiter.retryMs, 1199)
-  // Touching another bucket (B, refused here) does not change the earliest recovery.
+  t.equal(limiter.retryAfterMs, 600)
   t.equal(limiter.consume('B', 1, 1), LIMITED)
   t.equal(limiter.consume('C', 1, 1), SATURATED)
-  t.equal(limiter.retryMs, 1199)
-  t.equal(limiter.consume('C', 1199, 1), SATURATED)
-  t.equal(limiter.retryMs, 1)
-  t.equal(limiter.consume('C', 1200, 1), ADMITTED)
+  t.equal(limiter.retryAfterMs, 599)
+  t.equal(limiter.consume('C', 599, 1), SATURATED)
+  t.equal(limiter.retryAfterMs, 1)
+  t.equal(limiter.consume('C', 600, 1), ADMITTED)
   t.equal(limiter.table.find('A'), -1)
   t.not(limiter.table.find('B'), -1, 'B is live and kept')
 })
 
-t.test('a touched earliest bucket: the worst-case wait is honest and can be tight', async (t) => {
-  const history: Op[] = [['A', 0, 1], ['C', 0, 1]] // A full at 600; C refused
-  const limiter = replay(history, 1)
-  t.equal(limiter.retryMs, 600)
-  t.equal(limiter.consume('A', 0, 19), ADMITTED) // A emptied at 0: full at exactly 0 + 12 000
-  t.equal(limiter.consume('C', 0, 1), SATURATED)
-  t.equal(limiter.retryMs, 12_000)
-  const saturated: Op[] = [...history, ['A', 0, 19], ['C', 0, 1]]
-  const early = replay(saturated, 1)
-  t.equal(early.consume('C', 11_999, 1), SATURATED)
-  t.equal(early.retryMs, 1)
-  t.equal(replay(saturated, 1).consume('C', 12_000, 1), ADMITTED, 'at now + retryMs a slot is had')
-})
-
 t.test('a large table looks at most once per size/1000 ms, and says so', async (t) => {
   // 1000 per second, burst 1: a cost-1 bucket is full again after 1 ms.
-  const policy: RatePolicy = { limit: 1000, windowMs: 1000, burst: 1 }
-  const limiter = new TokenBucketLimiter(policy, 2500)
-  for (let i = 0; i < 2500; i++) t.equal(limiter.consume(`c${i}`, 0, 1), ADMITTED)
+  const limiter = limiterFor(tokenBucket(1000, 1000, 1), 2500)
+  for (let i = 0; i < 2500; i++) if (limiter.consume(`c${i}`, 0, 1) !== ADMITTED) t.fail(`c${i}`)
   t.equal(limiter.table.size, 2500)
   t.equal(limiter.consume('new', 0, 1), SATURATED)
-  t.equal(limiter.retryMs, 3, 'every bucket recovers at 1, but the next sweep may run at 0 + ceil(2500 / 1000)')
+  t.equal(limiter.retryAfterMs, 3, 'every bucket recovers at 1, but the next sweep may run at 0 + ceil(2500 / 1000)')
   t.equal(limiter.consume('new', 2, 1), SATURATED)
-  t.equal(limiter.retryMs, 1)
+  t.equal(limiter.retryAfterMs, 1)
   t.equal(limiter.consume('new', 3, 1), ADMITTED)
   t.equal(limiter.table.size, 1, 'the sweep dropped every recovered bucket')
 })
 
-// BUG(lib/slot-table.ts): a sweep that drops every bucket leaves `earliest = +Infinity`. The
-// freed slots are then refilled by new clients, but `insert` only sweeps when `now >= earliest`
-// (or the earliest bucket was touched), so once the table is full again no sweep ever runs: every
-// new client is refused for good with `waitMs = Infinity` (the plugin then sends
-// `Retry-After: Infinity` on a 503). Expected to fail until lib is fixed.
-t.test('after a sweep that dropped everything, the table still frees recovered buckets', async (t) => {
-  const limiter = replay([['A', 0, 1]], 1)
-  t.equal(limiter.consume('B', 10_000, 1), ADMITTED, 'A recovered: B takes its slot')
-  t.equal(limiter.consume('C', 10_001, 1), SATURATED)
-  t.equal(limiter.retryMs, 599, 'B is full again at 10 600')
-  t.ok(Number.isFinite(limiter.retryMs))
-  t.equal(limiter.consume('C', 10_600, 1), ADMITTED, 'B recovered: C takes its slot')
-  t.equal(limiter.consume('D', 1_000_000_000, 1), ADMITTED, 'much later, surely')
+// Regressions: a sweep that dropped every state left `earliest = +Infinity`, and states put into the
+// freed slots were not part of it, so once the table was full again no sweep ever ran (every new
+// client refused for good with `waitMs = Infinity`).
+t.test('after a sweep that dropped everything, the table still frees recovered states', async (t) => {
+  for (const algorithm of ALGORITHMS) {
+    const policy = normalizePolicy({ algorithm, limit: 1, windowMs: 600 })
+    const limiter = replay([['A', 0, 1]], 1, policy)
+    t.equal(limiter.consume('B', 10_000, 1), ADMITTED, `${algorithm}: A recovered: B takes its slot`)
+    t.equal(limiter.consume('C', 10_001, 1), SATURATED)
+    t.ok(Number.isSafeInteger(limiter.retryAfterMs), `${algorithm}: a finite wait, ${limiter.retryAfterMs}`)
+    const at = 10_001 + limiter.retryAfterMs
+    t.equal(limiter.consume('C', at, 1), ADMITTED, `${algorithm}: B recovered: C takes its slot`)
+    t.equal(limiter.consume('D', 1_000_000_000, 1), ADMITTED, 'much later, surely')
+  }
 })
 
-// BUG(lib/slot-table.ts), same cause: a bucket put into a freed slot after a sweep is not part of
-// the remembered earliest recovery, so a new client is refused (and told to wait for a later bucket)
-// while the table holds a bucket that has recovered — the issue allows a refusal only "when the
-// registry is full of live buckets". Expected to fail until lib is fixed.
-t.test('a new client is refused only while every tracked bucket is live', async (t) => {
-  const limiter = replay([['A', 0, 20], ['B', 0, 1]], 2) // A full at 12 000, B at 600
+t.test('a new client is refused only while every tracked state is live', async (t) => {
+  const limiter = replay([['A', 0, 20], ['B', 0, 1]], 2, P) // A full at 12 000, B at 600
   t.equal(limiter.consume('C', 600, 1), ADMITTED, 'B recovered: C takes its slot; C full at 1200')
   t.equal(limiter.consume('D', 1200, 1), ADMITTED, 'C recovered at 1200: D takes its slot')
   t.equal(limiter.table.find('C'), -1)
 })
 
-t.test('property: saturation never resets a live bucket, refuses only when full of live buckets, and its wait is honest', async (t) => {
-  let saturations = 0
+// A reference for the table: every key's state, run by the kernel itself and never forgotten. A
+// state that has recovered behaves as a fresh one, so the limiter must decide exactly as this does
+// whenever it decides at all.
+class KernelModel {
+  state: unknown
+  constructor (readonly kernel: Kernel<unknown>, readonly policy: Policy, now: number) {
+    this.state = kernel.fresh(policy, now)
+  }
+
+  consume (now: number, cost: number): Decision {
+    const outcome = this.kernel.consume(this.state, this.policy, now, cost)
+    this.state = outcome.state
+    return { verdict: outcome.allowed ? ADMITTED : LIMITED, retryAfterMs: outcome.retryAfterMs, remaining: outcome.remaining, resetAt: outcome.resetAt }
+  }
+
+  recoversAt (): number {
+    return this.kernel.recoversAt(this.state, this.policy)
+  }
+}
+
+const smallPolicyArb: fc.Arbitrary<Policy> = fc.record({
+  algorithm: fc.constantFrom(...ALGORITHMS),
+  limit: fc.integer({ min: 1, max: 12 }),
+  windowMs: fc.oneof(fc.integer({ min: 1, max: 60 }), fc.integer({ min: 1, max: 2000 })),
+  burst: fc.option(fc.integer({ min: 1, max: 20 }), { nil: undefined })
+}).map(({ algorithm, limit, windowMs, burst }) =>
+  normalizePolicy(hasBurst(algorithm) ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }))
+
+t.test('property, every algorithm: saturation never resets a live state, refuses only when full of live states, and every wait is honest', async (t) => {
+  const seen: Record<string, { saturated: number, limited: number }> = {}
+  for (const algorithm of ALGORITHMS) seen[algorithm] = { saturated: 0, limited: 0 }
   fc.assert(fc.property(
     smallPolicyArb,
     fc.integer({ min: 1, max: 4 }),
-    fc.array(fc.record({ key: fc.integer({ min: 0, max: 7 }), dt: fc.integer({ min: 0, max: 400 }), share: fc.double({ min: 0, max: 1, noNaN: true }) }), { maxLength: 40 }),
+    fc.array(fc.record({
+      key: fc.oneof(fc.integer({ min: 0, max: 2 }), fc.integer({ min: 0, max: 7 })),
+      dt: fc.oneof(
+        { arbitrary: fc.constant(0), weight: 3 },
+        { arbitrary: fc.integer({ min: 0, max: 50 }), weight: 3 },
+        { arbitrary: fc.integer({ min: 0, max: 400 }), weight: 2 },
+        { arbitrary: fc.integer({ min: 0, max: 5000 }), weight: 1 }
+      ),
+      share: fc.double({ min: 0, max: 1, noNaN: true })
+    }), { minLength: 5, maxLength: 40, size: 'max' }),
     (policy, maxIdentities, rawOps) => {
-      const limiter = new TokenBucketLimiter(policy, maxIdentities)
-      const models = new Map<string, ModelBucket>()
+      const kernel = kernelOf(policy.algorithm)
+      const worst = worstRecovery(policy)
+      const counts = seen[policy.algorithm]!
+      const limiter = limiterFor(policy, maxIdentities)
+      const models = new Map<string, KernelModel>()
       const ops: Op[] = []
       let now = 0
       for (const raw of rawOps) {
@@ -430,68 +629,96 @@ t.test('property: saturation never resets a live bucket, refuses only when full 
         const key = `k${raw.key}`
         const cost = costOf(policy, raw.share)
         ops.push([key, now, cost])
-        const outcome = limiter.consume(key, now, cost)
-        if (outcome === SATURATED) {
-          saturations++
-          const retry = limiter.retryMs
-          if (models.has(key) && !models.get(key)!.fullAt(now)) throw new Error(`${key} is live but was not found`)
-          const live = [...models.values()].filter((m) => !m.fullAt(now)).length
-          if (live < maxIdentities) throw new Error(`refused at ${now} with only ${live} of ${maxIdentities} buckets live`)
-          if (!Number.isSafeInteger(retry) || retry < 1) throw new Error(`retryMs ${retry}`)
-          const earliest = Math.min(...[...models.values()].filter((m) => !m.fullAt(now)).map((m) => m.recoversAt()))
-          if (now + retry < earliest) throw new Error(`retryMs ${retry} at ${now}: no bucket recovers before ${earliest}`)
-          const retried = replay(ops, maxIdentities, policy)
-          if (retried.consume(key, now + retry, cost) === SATURATED) throw new Error(`still refused after retryMs ${retry}`)
+        const at = `${key} at ${now} cost ${cost}`
+        const got = decision(limiter, limiter.consume(key, now, cost))
+        let model = models.get(key)
+        if (got.verdict === SATURATED) {
+          counts.saturated++
+          const live = [...models.values()].filter((m) => m.recoversAt() > now)
+          if (model !== undefined && model.recoversAt() > now) throw new Error(`${at}: live, but refused as a new client`)
+          if (live.length < maxIdentities) throw new Error(`${at}: refused with only ${live.length} of ${maxIdentities} states live`)
+          if (limiter.table.find(key) !== -1) throw new Error(`${at}: refused but tracked`)
+          const retry = got.retryAfterMs
+          if (!Number.isSafeInteger(retry) || retry < 1) throw new Error(`${at}: retryAfterMs ${retry}`)
+          if (retry > Math.max(1, worst)) throw new Error(`${at}: retryAfterMs ${retry} beyond the worst recovery ${worst}`)
+          if (got.remaining !== 0 || got.resetAt !== now + retry) throw new Error(`${at}: ${JSON.stringify(got)}`)
+          const earliest = Math.min(...live.map((m) => m.recoversAt()))
+          if (now + retry < earliest) throw new Error(`${at}: retryAfterMs ${retry}, but no state recovers before ${earliest}`)
+          if (replay(ops, maxIdentities, policy).consume(key, now + retry, cost) === SATURATED) throw new Error(`${at}: still refused after retryAfterMs ${retry}`)
           continue
         }
-        let model = models.get(key)
-        if (model === undefined) models.set(key, model = new ModelBucket(policy, now))
+        if (model === undefined) models.set(key, model = new KernelModel(kernel, policy, now))
         const want = model.consume(now, cost)
-        const got = decision(limiter, outcome)
-        if (got.outcome !== want.outcome || got.retryMs !== want.retryMs || got.remaining !== want.remaining || got.resetMs !== want.resetMs) {
-          throw new Error(`${key} at ${now} cost ${cost}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
+        if (!same(got, want)) throw new Error(`${at}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
+        if (model.recoversAt() - now > worst) throw new Error(`${at}: recovers at ${model.recoversAt()}, beyond the worst recovery ${worst}`)
+        if (got.verdict === LIMITED) {
+          counts.limited++
+          const retry = got.retryAfterMs
+          const retried = replay(ops, maxIdentities, policy)
+          if (retried.consume(key, now + retry - 1, cost) !== LIMITED) throw new Error(`${at}: passed at retryAfterMs - 1 = ${retry - 1}`)
+          if (retried.consume(key, now + retry, cost) !== ADMITTED) throw new Error(`${at}: refused after retryAfterMs ${retry}`)
         }
         if (limiter.table.size > maxIdentities) throw new Error('over the bound')
+        // Live state is never evicted.
+        for (const [k, m] of models) {
+          if (m.recoversAt() > now && limiter.table.find(k) === -1) throw new Error(`after ${at}: ${k} is live but was dropped`)
+        }
       }
-    }), { numRuns: 1000 })
-  t.ok(saturations > 100, `the property saw ${saturations} saturations`)
+    }), { numRuns: 3000 })
+  for (const algorithm of ALGORITHMS) {
+    const { saturated, limited } = seen[algorithm]!
+    t.ok(saturated > 100, `${algorithm}: ${saturated} saturations checked`)
+    t.ok(limited > 100, `${algorithm}: ${limited} refusals checked`)
+  }
 })
 
-// ---------------------------------------------------------------------------------------------
+// =============================================================================================
 // The slot table's storage.
 
-t.test('the slot table grows past its first 1024 slots and keeps every state', async (t) => {
-  const limiter = new TokenBucketLimiter({ limit: 1, windowMs: 60_000, burst: 20 }, 5000)
-  t.equal(limiter.table.data.length, 1024 * 2, 'starts with 1024 slots')
-  const n = 3000
-  for (let i = 0; i < n; i++) {
-    t.equal(limiter.consume(`c${i}`, 0, (i % 20) + 1), ADMITTED)
-    if (i === 1023) t.equal(limiter.table.data.length, 1024 * 2, 'still 1024 slots with 1024 clients')
-    if (i === 1024) t.equal(limiter.table.data.length, 2048 * 2, 'doubled for the 1025th')
+t.test('the slot table grows past its first 1024 slots and keeps every state, for every algorithm', async (t) => {
+  for (const algorithm of ALGORITHMS) {
+    // Capacity 20 everywhere, nothing recovers within the test.
+    const policy = normalizePolicy(hasBurst(algorithm)
+      ? { algorithm, limit: 1, windowMs: 60_000, burst: 20 }
+      : { algorithm, limit: 20, windowMs: 60_000 })
+    const limiter = limiterFor(policy, 5000)
+    const fields = limiter.table.fields
+    t.equal(limiter.table.data.length, 1024 * fields, `${algorithm}: starts with 1024 slots`)
+    const n = 3000
+    let lengths = ''
+    for (let i = 0; i < n; i++) {
+      if (limiter.consume(`c${i}`, 0, (i % 20) + 1) !== ADMITTED) t.fail(`c${i}`)
+      if (i === 1023) lengths += `${limiter.table.data.length / fields},`
+      if (i === 1024) lengths += `${limiter.table.data.length / fields}`
+    }
+    t.equal(lengths, '1024,2048', 'still 1024 slots with 1024 clients, doubled for the 1025th')
+    t.equal(limiter.table.data.length, 4096 * fields)
+    t.equal(limiter.table.size, n)
+    const slots = new Set<number>()
+    let wrong = 0
+    for (let i = 0; i < n; i++) {
+      slots.add(limiter.table.find(`c${i}`))
+      const spent = (i % 20) + 1
+      const verdict = limiter.consume(`c${i}`, 0, 1)
+      if (verdict !== (spent < 20 ? ADMITTED : LIMITED) || limiter.remaining !== Math.max(0, 19 - spent)) wrong++
+    }
+    t.equal(wrong, 0, `${algorithm}: every client kept its own state through the copies`)
+    t.equal(slots.size, n)
   }
-  t.equal(limiter.table.data.length, 4096 * 2)
-  t.equal(limiter.table.size, n)
-  const slots = new Set<number>()
-  let wrong = 0
-  for (let i = 0; i < n; i++) {
-    slots.add(limiter.table.find(`c${i}`))
-    const spent = (i % 20) + 1
-    const outcome = limiter.consume(`c${i}`, 0, 1)
-    if (outcome !== (spent < 20 ? ADMITTED : LIMITED) || limiter.remaining !== Math.max(0, 19 - spent)) wrong++
-  }
-  t.equal(wrong, 0, 'every client kept its own state through the copies')
-  t.equal(slots.size, n)
 })
 
 t.test('the slot table never allocates more than maxIdentities slots', async (t) => {
   const small = new SlotTable(2, 10, { recoversAt: () => Number.POSITIVE_INFINITY, worstRecovery: 5 })
   t.equal(small.data.length, 20)
-  const mid = new TokenBucketLimiter(P, 1500)
-  for (let i = 0; i < 1500; i++) mid.consume(`c${i}`, 0, 1)
-  t.equal(mid.table.data.length, 1500 * 2, 'grows to the bound, not to 2048')
-  t.equal(mid.consume('one-more', 0, 1), SATURATED)
-  t.equal(mid.table.data.length, 1500 * 2)
-  t.equal(mid.table.size, 1500)
+  for (const algorithm of ALGORITHMS) {
+    const mid = limiterFor(normalizePolicy({ algorithm, limit: 100, windowMs: 60_000 }), 1500)
+    const fields = mid.table.fields
+    for (let i = 0; i < 1500; i++) mid.consume(`c${i}`, 0, 1)
+    t.equal(mid.table.data.length, 1500 * fields, `${algorithm}: grows to the bound, not to 2048`)
+    t.equal(mid.consume('one-more', 0, 1), SATURATED)
+    t.equal(mid.table.data.length, 1500 * fields)
+    t.equal(mid.table.size, 1500)
+  }
 })
 
 t.test('SlotTable alone: insert, find, touched and the wait it reports', async (t) => {

@@ -2,7 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { clientKey } from '../client-key.js'
 import { AdmissionKeyError } from '../errors.js'
 import { rateLimitHeader } from '../headers.js'
-import { ADMITTED, LIMITED } from '../memory-limiter.js'
+import { ADMITTED, SATURATED } from '../memory-limiter.js'
 import type { Settings } from '../options.js'
 import type { RateDecision } from '../rates/decision.js'
 import { RatesUnavailableError } from '../rates/errors.js'
@@ -44,10 +44,13 @@ export class RateCheck {
     if (local !== undefined) {
       const now = this.clock()
       const verdict = local.consume(this.keyOf(request), now, gate.cost)
+      if (verdict === SATURATED) {
+        this.unavailable(request, reply, gate, local.retryAfterMs, next)
+        return
+      }
       if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, local.remaining, local.resetAt, now)
       if (verdict === ADMITTED) this.admit(gate, next)
-      else if (verdict === LIMITED) this.limit(request, reply, gate, local.retryAfterMs)
-      else this.unavailable(request, reply, gate, local.retryAfterMs, next)
+      else this.limit(request, reply, gate, local.retryAfterMs)
       return
     }
     const remote = gate.remote!
