@@ -39,7 +39,8 @@ export class MemoryLimiter {
     const fields = kernel.fields
     let slot = table.find(key)
     let state: unknown
-    if (slot === -1) {
+    const fresh = slot === -1
+    if (fresh) {
       slot = table.insert(key, now)
       if (slot === -1) {
         this.retryAfterMs = table.waitMs
@@ -54,6 +55,7 @@ export class MemoryLimiter {
     }
     const outcome = kernel.consume(state, this.policy, now, cost)
     kernel.write(outcome.state, table.data, slot * fields)
+    if (fresh) table.placed(slot, kernel.recoversAt(outcome.state, this.policy))
     this.retryAfterMs = outcome.retryAfterMs
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt

@@ -65,7 +65,14 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     return gate
   }
   // Routes without a limit of their own share the plugin's quota.
-  const sharedLimiter = limiterAt('*', settings.rateLimit)
+  let sharedLimiter: BackendLimiter | undefined
+  try {
+    sharedLimiter = limiterAt('*', settings.rateLimit)
+  } catch (error) {
+    // A stopped backend, or one whose quota here already has another policy.
+    done(error as Error)
+    return
+  }
   // Requests of routes this registration never saw (not found, or added before it) share one gate.
   const unseen = gateOf('404', false, sharedLimiter, settings.cost, false)
   const slots = new Slots(fastify, global, settings.maxInFlight === false ? 0 : settings.maxInFlight, unseen)

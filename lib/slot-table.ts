@@ -26,8 +26,9 @@ export class SlotTable {
   private readonly recovery: Recovery
   private readonly freeSlots: number[] = []
   private highWater = 0
-  // What the last sweep learned: the earliest recovery among the states it kept, and whose.
-  private earliest = 0
+  // The earliest recovery among live states, and whose: learned by each sweep and kept up by
+  // `placed`; `stale` once that state was used again (its recovery moved later).
+  private earliest = Number.POSITIVE_INFINITY
   private earliestSlot = -1
   private stale = false
   private nextSweepAllowed = Number.NEGATIVE_INFINITY
@@ -57,7 +58,15 @@ export class SlotTable {
     if (slot === this.earliestSlot) this.stale = true
   }
 
-  /** A new slot for `key` (the caller fills it), or -1 when every slot holds live state. */
+  /** The caller filled a new slot: its state recovers at `recoversAt`. */
+  placed (slot: number, recoversAt: number): void {
+    if (recoversAt < this.earliest) {
+      this.earliest = recoversAt
+      this.earliestSlot = slot
+    }
+  }
+
+  /** A new slot for `key` (the caller fills it, then calls `placed`), or -1 when every slot holds live state. */
   insert (key: string, now: number): number {
     let slot = this.freeSlots.pop()
     if (slot === undefined && this.highWater < this.maxIdentities) slot = this.grow()
@@ -72,8 +81,6 @@ export class SlotTable {
         return -1
       }
     }
-    // The new state's recovery is not among what the last sweep learned: it may be earlier.
-    this.stale = true
     this.index.set(key, slot)
     return slot
   }

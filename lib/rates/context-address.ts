@@ -15,7 +15,7 @@ export class ContextAddresses {
   /** Called from `onRegister` for each new context, in registration order. */
   register (instance: object, pluginName: string | undefined, prefix: string | undefined): string {
     const parent = this.of(Object.getPrototypeOf(instance) as object)
-    const segment = encodeURIComponent(pluginName ?? 'anonymous') + (prefix ? `@${encodeURIComponent(prefix)}` : '')
+    const segment = part(pluginName ?? 'anonymous') + (prefix ? `@${part(prefix)}` : '')
     const path = `${parent}/${segment}`
     const ordinal = this.seen.get(path) ?? 0
     this.seen.set(path, ordinal + 1)
@@ -25,16 +25,25 @@ export class ContextAddresses {
   }
 
   /**
-   * The address of a context. A context this registry never saw (created before the plugin was
-   * registered, or a fastify-plugin that shares its parent) answers with its nearest known ancestor.
+   * The address of a context (a fastify-plugin shares its parent's object, so its parent's
+   * address). A context created before this plugin was registered never passed `onRegister`: it
+   * is addressed now, from its own name and prefix, and its ordinal among same-named siblings is
+   * the order in which they first ask — stable for code that asks while it loads.
    */
   of (instance: object): string {
-    let current: object | null = instance
-    while (current !== null) {
-      const address = this.addresses.get(current)
-      if (address !== undefined) return address
-      current = Object.getPrototypeOf(current) as object | null
-    }
-    throw new Error('fastify-admission: a context outside the registering instance asked for an address')
+    const known = this.addresses.get(instance)
+    if (known !== undefined) return known
+    const parent = Object.getPrototypeOf(instance) as object | null
+    if (parent === null) throw new Error('fastify-admission: a context outside the registering instance asked for an address')
+    const context = instance as { pluginName?: string, prefix?: string }
+    return this.register(instance, context.pluginName, context.prefix)
   }
+}
+
+/**
+ * One segment of an address. `encodeURIComponent` leaves `~` as it is, and `~` marks an ordinal:
+ * escaping it keeps a plugin named `a~1` apart from the second plugin named `a`.
+ */
+function part (text: string): string {
+  return encodeURIComponent(text).replaceAll('~', '%7E')
 }

@@ -131,7 +131,14 @@ export class Scope implements RatesScope {
       if (!samePolicy(existing.policy, normalized)) throw new RatesPolicyConflictError(checked, existing.policy, normalized)
       return existing
     }
-    const target = this.runtime.backend.limiter(`${this.address}#${encodeURIComponent(checked)}`, normalized)
+    let target: BackendLimiter
+    try {
+      target = this.runtime.backend.limiter(`${this.address}#${encodeURIComponent(checked)}`, normalized)
+    } catch (error) {
+      // The backend names the quota by its address; the caller knows it by its name.
+      if (error instanceof RatesPolicyConflictError) throw new RatesPolicyConflictError(checked, error.existing, error.requested)
+      throw error
+    }
     const limiter = new Limiter(this.runtime, checked, normalized, target)
     this.handles.set(checked, limiter)
     return limiter
