@@ -8,6 +8,8 @@ export type { AdmissionStats, GateCounters } from './stats.js'
 
 export { memoryBackend, MemoryBackend } from './rates/memory-backend.js'
 export type { MemoryBackendOptions } from './rates/memory-backend.js'
+export { redisBackend, RedisBackend } from './rates/redis/redis-backend.js'
+export type { RedisBackendOptions, RedisDenyCacheOptions, RedisScriptClient } from './rates/redis/redis-backend.js'
 export type { RatesBackend, BackendLimiter } from './rates/backend.js'
 export type { RateDecision, RateAllowed, RateDenied } from './rates/decision.js'
 export type { Rates, RatesScope, RateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'

@@ -1,0 +1,442 @@
+// The Redis backend's TypeScript side: options, limiters and stop, every way a call can fail
+// (with scripted fake clients, deterministic), and the deny cache — with fakes for its arithmetic
+// and against the shared Redis for "changes no decision, saves the round trips".
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import type { Cluster, Redis } from 'ioredis'
+import type { Policy } from '../../lib/core/rates/index.js'
+import type { RateDecision } from '../../lib/rates/decision.js'
+import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../lib/rates/errors.js'
+import { DECIDE_LUA, DECIDE_SHA } from '../../lib/rates/redis/decide-script.js'
+import {
+  DEFAULT_DENY_CACHE_ENTRIES,
+  DEFAULT_PREFIX,
+  DEFAULT_TIMEOUT_MS,
+  RedisBackend,
+  policyOf,
+  redisBackend,
+  type RedisScriptClient
+} from '../../lib/rates/redis/redis-backend.js'
+import { counting, deleteKeys, sharedRedis, uniquePrefix } from './helpers.js'
+
+// ioredis's Redis and Cluster (and so iovalkey's) fit the structural client type.
+export type ClientsFit = [Redis extends RedisScriptClient ? true : never, Cluster extends RedisScriptClient ? true : never]
+const fits: ClientsFit = [true, true]
+void fits
+
+const fixed: Policy = Object.freeze({ algorithm: 'fixed-window', limit: 3, windowMs: 1000 })
+const bucket: Policy = Object.freeze({ algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 10 })
+
+/** A fake client: `reply` decides each call's outcome; calls are recorded. */
+function fake (reply: (method: 'evalsha' | 'eval', args: string[]) => Promise<unknown>): RedisScriptClient & { calls: Array<[string, string[]]> } {
+  const calls: Array<[string, string[]]> = []
+  return {
+    calls,
+    evalsha (sha, numKeys, ...rest) {
+      calls.push(['evalsha', [sha, String(numKeys), ...rest]])
+      return reply('evalsha', rest)
+    },
+    eval (script, numKeys, ...rest) {
+      calls.push(['eval', [script, String(numKeys), ...rest]])
+      return reply('eval', rest)
+    }
+  }
+}
+
+const never = (): Promise<unknown> => new Promise(() => { /* never settles */ })
+const later = <T>(ms: number, value: T, fail = false): Promise<T> =>
+  new Promise((resolve, reject) => setTimeout(() => (fail ? reject(value) : resolve(value)), ms))
+const rejection = (p: Promise<unknown>): Promise<unknown> => p.then(() => { throw new Error('expected a rejection') }, (e: unknown) => e)
+
+t.test('options: defaults', async (t) => {
+  const client = fake(never)
+  const backend = redisBackend({ client })
+  t.equal(backend.kind, 'redis')
+  t.equal(backend.client, client)
+  t.equal(backend.prefix, DEFAULT_PREFIX)
+  t.equal(DEFAULT_PREFIX, 'admission:')
+  t.equal(backend.timeoutMs, DEFAULT_TIMEOUT_MS)
+  t.equal(DEFAULT_TIMEOUT_MS, 50)
+  t.equal(backend.denyCacheEntries, DEFAULT_DENY_CACHE_ENTRIES)
+  t.equal(DEFAULT_DENY_CACHE_ENTRIES, 10_000)
+  t.equal(redisBackend({ client, denyCache: {} }).denyCacheEntries, 10_000)
+  t.equal(redisBackend({ client, denyCache: { maxEntries: undefined } }).denyCacheEntries, 10_000)
+  t.equal(redisBackend({ client, denyCache: { maxEntries: 3 } }).denyCacheEntries, 3)
+  t.equal(redisBackend({ client, denyCache: false }).denyCacheEntries, 0)
+  t.equal(redisBackend({ client, prefix: '', timeoutMs: 7, denyCache: undefined }).prefix, '')
+  t.equal(redisBackend({ client, prefix: 'x:', timeoutMs: 7 }).timeoutMs, 7)
+  t.equal(redisBackend({ client, denyCache: false }).limiter('a', fixed).cache, undefined)
+  t.equal(redisBackend({ client, denyCache: { maxEntries: 3 } }).limiter('a', fixed).cache?.maxEntries, 3)
+})
+
+t.test('options: every invalid one is a RatesInvalidArgumentError naming it and showing the value', async (t) => {
+  const client = fake(never)
+  const cases: Array<[unknown, string, RegExp]> = [
+    [undefined, 'options', /Expected `options` to be an object \{ client, prefix\?, timeoutMs\?, denyCache\? \}, got undefined/],
+    [null, 'options', /got null/],
+    ['redis', 'options', /got 'redis'/],
+    [[client], 'options', /to be an object/],
+    [Object.assign(Object.create(null), { client }), 'options', /to be an object/],
+    [{ client, maxIdentities: 5 }, 'options.maxIdentities', /Expected `options.maxIdentities` to be one of client, prefix, timeoutMs, denyCache \(unknown option\), got 5/],
+    [{ client, [Symbol('s')]: 1 }, 'options.Symbol(s)', /unknown option/],
+    [{}, 'options.client', /Expected `options.client` to be a Redis client with evalsha\(\) and eval\(\) \(an ioredis or iovalkey instance\), got undefined/],
+    [{ client: null }, 'options.client', /got null/],
+    [{ client: 'redis://localhost' }, 'options.client', /got 'redis:\/\/localhost'/],
+    [{ client: { evalsha () {} } }, 'options.client', /evalsha\(\) and eval\(\)/],
+    [{ client: { eval () {}, evalsha: 1 } }, 'options.client', /evalsha\(\) and eval\(\)/],
+    [{ client, prefix: 5 }, 'options.prefix', /Expected `options.prefix` to be a string without \{ or \} \(the key's hash tag follows it\), got 5/],
+    [{ client, prefix: 'app{1}:' }, 'options.prefix', /got 'app\{1\}:'/],
+    [{ client, prefix: 'app}' }, 'options.prefix', /hash tag/],
+    [{ client, timeoutMs: 0 }, 'options.timeoutMs', /Expected `options.timeoutMs` to be a positive safe integer \(milliseconds\), got 0/],
+    [{ client, timeoutMs: -5 }, 'options.timeoutMs', /got -5/],
+    [{ client, timeoutMs: 1.5 }, 'options.timeoutMs', /got 1.5/],
+    [{ client, timeoutMs: '50' }, 'options.timeoutMs', /got '50'/],
+    [{ client, timeoutMs: Number.NaN }, 'options.timeoutMs', /got NaN/],
+    [{ client, denyCache: true }, 'options.denyCache', /Expected `options.denyCache` to be false or an object \{ maxEntries\? \}, got true/],
+    [{ client, denyCache: null }, 'options.denyCache', /got null/],
+    [{ client, denyCache: [] }, 'options.denyCache', /an object/],
+    [{ client, denyCache: { size: 5 } }, 'options.denyCache.size', /unknown option/],
+    [{ client, denyCache: { maxEntries: 0 } }, 'options.denyCache.maxEntries', /Expected `options.denyCache.maxEntries` to be a positive safe integer, got 0/],
+    [{ client, denyCache: { maxEntries: 2.5 } }, 'options.denyCache.maxEntries', /got 2.5/],
+    [{ client, denyCache: { maxEntries: '10' } }, 'options.denyCache.maxEntries', /got '10'/]
+  ]
+  for (const [options, path, message] of cases) {
+    const error = (() => { try { redisBackend(options as never) } catch (e) { return e } })()
+    t.ok(error instanceof RatesInvalidArgumentError, path)
+    t.match(error, { code: 'RATES_INVALID_ARGUMENT', path }, path)
+    t.match((error as Error).message, message, path)
+  }
+})
+
+t.test('limiters: one per address; another policy at the same address conflicts', async (t) => {
+  const backend = redisBackend({ client: fake(never) })
+  const a = backend.limiter('app#a', fixed)
+  t.equal(backend.limiter('app#a', { ...fixed }), a, 'the same policy: the same limiter')
+  t.equal(a.policy, fixed)
+  t.equal(a.address, 'app#a')
+  t.equal(a.keyOf('salice'), 'admission:{app#a:salice}')
+  const error = (() => { try { backend.limiter('app#a', bucket) } catch (e) { return e } })()
+  t.ok(error instanceof RatesPolicyConflictError)
+  t.match(error, { limiterName: 'app#a', existing: fixed, requested: bucket })
+  t.not(backend.limiter('app#b', bucket), a)
+})
+
+t.test('stop: limiter() throws, consume() rejects with RATES_STOPPED; a call in flight still settles', async (t) => {
+  const client = fake(() => later(20, [0, 1, 2, 0, 5000, 4000]))
+  const backend = redisBackend({ client })
+  const limiter = backend.limiter('app#a', fixed)
+  const inFlight = limiter.consume('sx', 1)
+  t.equal(backend.isStopped, false)
+  await backend.stop()
+  t.equal(backend.isStopped, true)
+  t.throws(() => backend.limiter('app#a', fixed), RatesStoppedError)
+  t.throws(() => backend.limiter('app#new', fixed), { code: 'RATES_STOPPED', limiterName: 'app#new' })
+  const stopped = await rejection(limiter.consume('sx', 1))
+  t.ok(stopped instanceof RatesStoppedError)
+  t.match(stopped, { code: 'RATES_STOPPED', limiterName: 'app#a' })
+  t.same(await inFlight, { allowed: true, denied: false, remaining: 2, resetAt: 5000 })
+  t.equal(client.calls.length, 1, 'no call after stop')
+  await backend.stop()
+})
+
+t.test('one EVALSHA per decision: the script SHA, one key, the fingerprint and the cost', async (t) => {
+  const client = fake(async () => [0, 1, 2, 0, 5000, 4000])
+  const backend = redisBackend({ client, prefix: 'p:' })
+  await backend.limiter('app#a', bucket).consume('T2:sa2:n1', 3)
+  t.same(client.calls, [['evalsha', [DECIDE_SHA, '1', 'p:{app#a:T2:sa2:n1}', 'token-bucket:10:1000:10', '3']]])
+})
+
+t.test('NOSCRIPT, and only NOSCRIPT, falls back to EVAL once', async (t) => {
+  const noscript = new Error('NOSCRIPT No matching script. Please use EVAL.')
+  const client = fake(async (method) => {
+    if (method === 'evalsha') throw noscript
+    return [0, 1, 2, 0, 5000, 4000]
+  })
+  const limiter = redisBackend({ client }).limiter('app#a', fixed)
+  t.match(await limiter.consume('sx', 1), { allowed: true, remaining: 2 })
+  t.same(client.calls.map(([method]) => method), ['evalsha', 'eval'])
+  t.equal(client.calls[1]?.[1][0], DECIDE_LUA)
+  t.same(client.calls[1]?.[1].slice(1), ['1', 'admission:{app#a:sx}', 'fixed-window:3:1000', '1'])
+
+  const evalFails = fake(async (method) => { throw method === 'evalsha' ? noscript : new Error('OOM command not allowed') })
+  const failed = await rejection(redisBackend({ client: evalFails }).limiter('app#a', fixed).consume('sx', 1))
+  t.ok(failed instanceof RatesUnavailableError)
+  t.match(failed, { code: 'RATES_UNAVAILABLE', message: /Redis failed: OOM command not allowed/ })
+  t.same(evalFails.calls.map(([method]) => method), ['evalsha', 'eval'], 'EVAL once, not again')
+
+  const other = fake(async () => { throw new Error('ERR Error running script: something') })
+  const error = await rejection(redisBackend({ client: other }).limiter('app#a', fixed).consume('sx', 1))
+  t.match(error, { code: 'RATES_UNAVAILABLE', cause: { message: /ERR Error running script/ } })
+  t.same(other.calls.map(([method]) => method), ['evalsha'], 'no EVAL for another error')
+})
+
+t.test('failures of the client are RATES_UNAVAILABLE with the cause', async (t) => {
+  const thrown = new TypeError('the client threw')
+  const sync = fake(() => { throw thrown })
+  const error = await rejection(redisBackend({ client: sync }).limiter('app#a', fixed).consume('sx', 1))
+  t.ok(error instanceof RatesUnavailableError)
+  t.equal((error as Error).cause, thrown)
+  t.match((error as Error).message, /^The rates backend cannot decide: Redis failed: the client threw$/)
+
+  const notAnError = fake(async () => { throw 'Connection is closed.' as unknown })
+  const odd = await rejection(redisBackend({ client: notAnError }).limiter('app#a', fixed).consume('sx', 1))
+  t.match(odd, { code: 'RATES_UNAVAILABLE', cause: 'Connection is closed.', message: /Redis failed: Connection is closed\./ })
+})
+
+t.test('timeout: no answer within timeoutMs rejects with RATES_UNAVAILABLE; a late answer is dropped', async (t) => {
+  const limiter = redisBackend({ client: fake(never), timeoutMs: 20 }).limiter('app#a', fixed)
+  const started = performance.now()
+  const error = await rejection(limiter.consume('sx', 1))
+  const elapsed = performance.now() - started
+  t.ok(error instanceof RatesUnavailableError)
+  t.match((error as Error).message, /Redis did not answer within 20 ms/)
+  t.equal((error as RatesUnavailableError).retryAfterMs, undefined)
+  t.ok(elapsed >= 19 && elapsed < 200, `rejected after ${elapsed.toFixed(1)} ms`)
+
+  // Answers, failures and NOSCRIPTs that come after the timeout change nothing (and EVAL is not
+  // sent for a decision that already failed).
+  const lateAnswer = fake(() => later(40, [0, 1, 2, 0, 5000, 4000]))
+  const lateFailure = fake(() => later(40, new Error('ERR late'), true))
+  const lateNoScript = fake(() => later(40, new Error('NOSCRIPT late'), true))
+  for (const client of [lateAnswer, lateFailure, lateNoScript]) {
+    const late = await rejection(redisBackend({ client, timeoutMs: 10 }).limiter('app#a', fixed).consume('sx', 1))
+    t.match(late, { code: 'RATES_UNAVAILABLE', message: /within 10 ms/ })
+  }
+  await sleep(60)
+  t.same(lateNoScript.calls.map(([method]) => method), ['evalsha'])
+
+  // An answer in time clears the timer: nothing fires later, and the process is not held up.
+  const quick = redisBackend({ client: fake(async () => [0, 1, 2, 0, 5000, 4000]), timeoutMs: 30 }).limiter('app#a', fixed)
+  t.match(await quick.consume('sx', 1), { allowed: true })
+})
+
+t.test('replies the backend does not understand are RATES_UNAVAILABLE; a stored policy is a conflict', async (t) => {
+  const cases: Array<[unknown, RegExp]> = [
+    ['OK', /unexpected reply from the script for "admission:\{app#a:sx\}": "OK"/],
+    [null, /unexpected reply.*: null/],
+    [[], /unexpected reply/],
+    [[0, 5, 1, 0, 1, 1], /unexpected reply.*\[0,5,1,0,1,1\]/],
+    [[0, 1, 1, 0, 1], /unexpected reply/],
+    [[0, 1, 1.5, 0, 1, 1], /unexpected reply/],
+    [[0, 1, '1', 0, 1, 1], /unexpected reply/],
+    [[0, 0, 0, 1, 1, 1], /unexpected reply/],
+    [[0, 0, 0, 1, 1, 1, 5, 6, 7], /unexpected reply/],
+    [[2], /unexpected reply.*\[2\]/],
+    [[1], /unexpected reply/],
+    [[1, 5], /unexpected reply/],
+    [[1, 'gcra:1:1', 'x'], /unexpected reply/],
+    [[1, 'hello'], /the key "admission:\{app#a:sx\}" holds a value this backend did not write/],
+    [[1, ''], /did not write/],
+    [[1, 'fixed-window:0:1000'], /did not write/],
+    [[1, 'fixed-window:3:1000:'], /did not write/]
+  ]
+  for (const [reply, message] of cases) {
+    const error = await rejection(redisBackend({ client: fake(async () => reply), denyCache: false }).limiter('app#a', fixed).consume('sx', 1))
+    t.ok(error instanceof RatesUnavailableError, JSON.stringify(reply))
+    t.match((error as Error).message, message, JSON.stringify(reply))
+  }
+  const conflicts: Array<[string, Policy]> = [
+    ['gcra:5:60000:2', { algorithm: 'gcra', limit: 5, windowMs: 60000, burst: 2 }],
+    ['sliding-window-counter:3:1000', { algorithm: 'sliding-window-counter', limit: 3, windowMs: 1000 }],
+    ['fixed-window:4:1000', { algorithm: 'fixed-window', limit: 4, windowMs: 1000 }]
+  ]
+  for (const [fingerprint, existing] of conflicts) {
+    const error = await rejection(redisBackend({ client: fake(async () => [1, fingerprint]) }).limiter('app#a', fixed).consume('sx', 1))
+    t.ok(error instanceof RatesPolicyConflictError, fingerprint)
+    t.same((error as RatesPolicyConflictError).existing, existing)
+    t.ok(Object.isFrozen((error as RatesPolicyConflictError).existing))
+    t.equal((error as RatesPolicyConflictError).requested, fixed)
+    t.equal((error as RatesPolicyConflictError).limiterName, 'app#a')
+  }
+  t.same(policyOf('token-bucket:10:1000'), { algorithm: 'token-bucket', limit: 10, windowMs: 1000 })
+  t.equal(policyOf('token-bucket:10:01000'), undefined)
+})
+
+// ---- the deny cache, deterministic (fake Redis, one test clock) -------------------------------
+
+/** A fake Redis that runs the kernels' semantics for one fixed-window identity: counts, window 1000. */
+function scriptedFixed (clock: { now: number }, serverSkew = 0): RedisScriptClient & { calls: number } {
+  let count = 0
+  let start = 0
+  const client = {
+    calls: 0,
+    async evalsha (_sha: string, _n: number, _key: string, _fp: string, costText: string) {
+      client.calls++
+      const now = clock.now + serverSkew
+      const cost = Number(costText)
+      const current = Math.floor(now / 1000) * 1000
+      if (current > start) { start = current; count = 0 }
+      if (count + cost <= 3) {
+        count += cost
+        return [0, 1, 3 - count, 0, start + 1000, now]
+      }
+      return [0, 0, 3 - count, start + 1000 - now, start + 1000, now, start, count]
+    },
+    async eval () { throw new Error('unused') }
+  }
+  return client
+}
+
+const fields = (d: RateDecision): unknown => ({ ...d })
+
+t.test('deny cache: a denied identity is denied locally while certain; smaller costs, expiry and admits go to Redis', async (t) => {
+  const clock = { now: 10_000 }
+  const client = scriptedFixed(clock)
+  const backend = new RedisBackend({ client, denyCache: { maxEntries: 2 } }, { now: () => clock.now })
+  const limiter = backend.limiter('app#a', fixed)
+  const cache = limiter.cache
+  t.ok(cache)
+  t.same(fields(await limiter.consume('sx', 2)), { allowed: true, denied: false, remaining: 1, resetAt: 11_000 })
+  t.same(fields(await limiter.consume('sx', 2)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 1000, resetAt: 11_000 })
+  t.equal(client.calls, 2)
+  t.equal(cache?.size, 1)
+
+  clock.now = 10_400
+  t.same(fields(await limiter.consume('sx', 2)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 600, resetAt: 11_000 }, 'same cost: local')
+  t.same(fields(await limiter.consume('sx', 3)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 600, resetAt: 11_000 }, 'larger cost: local')
+  t.equal(client.calls, 2, 'no round trip')
+  t.same(fields(await limiter.consume('sx', 1)), { allowed: true, denied: false, remaining: 0, resetAt: 11_000 }, 'a smaller cost that may pass: Redis')
+  t.equal(client.calls, 3)
+  t.equal(cache?.size, 0, 'an admit forgets the identity')
+  t.match(await limiter.consume('sx', 1), { allowed: false, retryAfterMs: 600 })
+  t.equal(client.calls, 4)
+  t.match(await limiter.consume('sx', 1), { allowed: false, retryAfterMs: 600 })
+  t.equal(client.calls, 4, 'now even cost 1 is denied locally')
+
+  clock.now = 11_000
+  t.match(await limiter.consume('sx', 3), { allowed: true, remaining: 0 }, 'recovered: the entry has expired, Redis admits')
+  t.equal(client.calls, 5)
+  t.equal(cache?.size, 0)
+
+  // Bounded: the entry remembered longest ago goes first.
+  await limiter.consume('sx', 1)
+  const identities = ['sa', 'sb', 'sc']
+  for (const id of identities) {
+    await limiter.consume(id, 3)
+    t.match(await limiter.consume(id, 3), { allowed: false })
+  }
+  t.equal(cache?.size, 2)
+  const before = client.calls
+  await limiter.consume('sb', 3)
+  await limiter.consume('sc', 3)
+  t.equal(client.calls, before, 'the two latest are cached')
+  await limiter.consume('sa', 3)
+  t.equal(client.calls, before + 1, 'the oldest was dropped')
+
+  await backend.stop()
+  t.equal(cache?.size, 0, 'stop clears it')
+})
+
+t.test('deny cache: with a round trip of uncertainty, it denies only when certain and is never early', async (t) => {
+  // The server's clock runs 5000 ms ahead of the local one; the reply takes 30 local ms, and the
+  // server read its clock 10 ms after the request was sent.
+  const clock = { now: 0 }
+  const policy: Policy = { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 10 }
+  let replies: unknown[] = []
+  const client = fake(async () => {
+    clock.now += 30
+    return replies.shift()
+  })
+  const limiter = new RedisBackend({ client }, { now: () => clock.now }).limiter('app#a', policy)
+  // Denied at server time 5010 (sent at local 0, received at 30): 10 units of 1/1000 token left,
+  // cost 5 needs 4990 more: 499 ms.
+  replies = [[0, 0, 0, 499, 5010 + 999, 5010, 10, 5010]]
+  t.match(await limiter.consume('sx', 5), { allowed: false, remaining: 0, retryAfterMs: 499 })
+  t.equal(client.calls.length, 1)
+
+  // Local 130: the server reads between 5010 + 100 and 5010 + 130.
+  clock.now = 130
+  const d = await limiter.consume('sx', 5)
+  t.equal(client.calls.length, 1, 'denied locally')
+  // Passes at server 5509. Latest server time now 5140 (the kernel's retry 369); earliest 5110,
+  // so waiting 399 local ms surely reaches 5509 on the server.
+  t.same(fields(d), { allowed: false, denied: true, remaining: 1, retryAfterMs: 399, resetAt: 6009 })
+  // Cost 2: 1.31 tokens even at the latest server time → denied locally too.
+  t.match(await limiter.consume('sx', 2), { allowed: false })
+  t.equal(client.calls.length, 1)
+  // Cost 1: 1.4 tokens at the latest time, it may pass: ask Redis.
+  replies = [[0, 1, 0, 0, 6009, 5170]]
+  t.match(await limiter.consume('sx', 1), { allowed: true })
+  t.equal(client.calls.length, 2)
+
+  // Within 499 - 1 of sending, a cost-5 request is certain to be denied; from sent + 499 it may pass.
+  replies = [[0, 0, 0, 499, 5010 + 999, 5010, 10, 5010]]
+  clock.now = 1000
+  await limiter.consume('sx', 5) // sent at 1000, received at 1030, state as at server 5010
+  clock.now = 1000 + 498
+  t.match(await limiter.consume('sx', 5), { allowed: false, retryAfterMs: 1 + 30 })
+  t.equal(client.calls.length, 3, 'still certain: local')
+  clock.now = 1000 + 499
+  replies = [[0, 1, 0, 0, 6009, 5510]]
+  t.match(await limiter.consume('sx', 5), { allowed: true })
+  t.equal(client.calls.length, 4, 'no longer certain: Redis')
+})
+
+// ---- the deny cache against the shared Redis ---------------------------------------------------
+
+const shared = await sharedRedis()
+const skip = 'skip' in shared ? shared.skip : false
+const redis = 'redis' in shared ? shared.redis : (undefined as never)
+if (!skip) t.teardown(() => redis.quit())
+
+t.test('deny cache on Redis: N requests within retryAfterMs, 0 round trips, the decisions Redis gives', { skip }, async (t) => {
+  const prefix = uniquePrefix('deny')
+  t.teardown(async () => { await deleteKeys(redis, prefix) })
+  const clock = { now: 1_800_000_000_000 }
+  const now = (): number => clock.now
+  const cachedClient = counting(redis)
+  const plainClient = counting(redis)
+  const cached = new RedisBackend({ client: cachedClient, prefix: `${prefix}c:`, timeoutMs: 10_000 }, { now })
+  const plain = new RedisBackend({ client: plainClient, prefix: `${prefix}p:`, timeoutMs: 10_000, denyCache: false }, { now })
+  for (const policy of [fixed, bucket, { algorithm: 'sliding-window-counter', limit: 3, windowMs: 1000 }, { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 3 }] as Policy[]) {
+    const c = cached.limiter(`app#${policy.algorithm}`, policy)
+    const p = plain.limiter(`app#${policy.algorithm}`, policy)
+    const cap = policy.burst ?? policy.limit
+    clock.now += 10_000
+    const both = async (cost: number): Promise<RateDecision> => {
+      const [a, b] = [await c.consume('su', cost), await p.consume('su', cost)]
+      t.same(a, b, `${policy.algorithm} at +${clock.now % 10_000}, cost ${cost}`)
+      return a
+    }
+    await both(cap)
+    const denied = await both(cap)
+    t.equal(denied.allowed, false)
+    const calls = cachedClient.calls.evalsha
+    const retry = denied.allowed ? 0 : denied.retryAfterMs
+    const N = 20
+    const step = Math.floor((retry - 1) / N)
+    for (let i = 0; i < N; i++) {
+      clock.now += step
+      t.match(await both(cap), { allowed: false })
+    }
+    t.equal(cachedClient.calls.evalsha, calls, `${policy.algorithm}: ${N} denials without a round trip`)
+    // After the wait, Redis again (and it admits).
+    clock.now += retry
+    t.match(await both(cap), { allowed: true })
+    t.equal(cachedClient.calls.evalsha, calls + 1)
+  }
+  t.equal(plainClient.calls.eval + cachedClient.calls.eval, 0)
+})
+
+t.test('deny cache on Redis, real clocks: saves the round trips, its retryAfterMs is never early', { skip }, async (t) => {
+  const prefix = uniquePrefix('deny-real')
+  t.teardown(async () => { await deleteKeys(redis, prefix) })
+  const client = counting(redis)
+  const limiter = redisBackend({ client, prefix, timeoutMs: 10_000 }).limiter('app#g', { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 2 })
+  t.match(await limiter.consume('su', 2), { allowed: true, remaining: 0 })
+  const first = await limiter.consume('su', 2)
+  t.match(first, { allowed: false, remaining: 0 })
+  const calls = client.calls.evalsha
+  let last = first
+  for (let i = 0; i < 50; i++) {
+    last = await limiter.consume('su', 2)
+    t.equal(last.allowed, false)
+  }
+  t.equal(client.calls.evalsha, calls, '50 denials, no round trip')
+  if (!last.allowed && !first.allowed) {
+    t.ok(last.retryAfterMs <= first.retryAfterMs + 5, `retry ${last.retryAfterMs} ≤ ${first.retryAfterMs} (+ a round trip)`)
+    await sleep(last.retryAfterMs)
+  }
+  t.match(await limiter.consume('su', 2), { allowed: true }, 'admitted after waiting the cached retryAfterMs')
+  t.equal(client.calls.evalsha, calls + 1)
+})

@@ -1,0 +1,167 @@
+// Shared pieces of the Redis backend tests: a connection to the shared server (or the reason to
+// skip), unique key prefixes with cleanup, a call-counting client, and private redis-server
+// processes for the tests that fault, flush or reconfigure a server. No tests here.
+//
+// The shared server (REDIS_URL, default redis://127.0.0.1:6379) is never stopped, paused,
+// flushed or reconfigured: each test writes under its own prefix and deletes its keys afterwards.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { Redis } from 'ioredis'
+import type { RedisScriptClient } from '../../lib/rates/redis/redis-backend.js'
+
+export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+/** A client for tests: fails fast instead of retrying forever. */
+export function testClient (url: string, options: { offlineQueue?: boolean } = {}): Redis {
+  return new Redis(url, {
+    lazyConnect: true,
+    connectTimeout: 1000,
+    maxRetriesPerRequest: 1,
+    enableOfflineQueue: options.offlineQueue ?? true,
+    retryStrategy: (times) => (times > 200 ? null : 50)
+  })
+}
+
+/**
+ * The shared server, connected and answering PING, or the reason why not (the tests that need it
+ * are then reported as skipped with that reason — never passed silently).
+ */
+export async function sharedRedis (): Promise<{ redis: Redis } | { skip: string }> {
+  const redis = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: () => null })
+  let cause = ''
+  redis.on('error', (error: Error) => { cause = error.message })
+  try {
+    await redis.connect()
+    await redis.ping()
+    return { redis }
+  } catch (error) {
+    redis.disconnect()
+    return { skip: `no Redis answers at ${REDIS_URL} (${cause || (error as Error).message}); set REDIS_URL or start redis-server` }
+  }
+}
+
+/** A key prefix no other test (or process) uses: letters and digits only, so it is also a SCAN pattern. */
+export function uniquePrefix (label: string): string {
+  return `test:${process.pid}:${label}:${randomBytes(6).toString('hex')}:`
+}
+
+/** Deletes every key under `prefix`; returns how many. */
+export async function deleteKeys (redis: Redis, prefix: string): Promise<number> {
+  let cursor = '0'
+  let deleted = 0
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    if (keys.length > 0) deleted += await redis.unlink(...keys)
+  } while (cursor !== '0')
+  return deleted
+}
+
+/** Every key under `prefix`. */
+export async function keysUnder (redis: Redis, prefix: string): Promise<string[]> {
+  const found: string[] = []
+  let cursor = '0'
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000)
+    cursor = next
+    found.push(...keys)
+  } while (cursor !== '0')
+  return found.sort()
+}
+
+/** The server's clock in epoch ms, as the script reads it. */
+export async function serverNow (redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time()
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000)
+}
+
+export interface Counted extends RedisScriptClient {
+  readonly calls: { evalsha: number, eval: number }
+}
+
+/** A client that counts its EVALSHA and EVAL calls (round trips) and passes them on. */
+export function counting (redis: RedisScriptClient): Counted {
+  const calls = { evalsha: 0, eval: 0 }
+  return {
+    calls,
+    evalsha (sha, numKeys, ...rest) {
+      calls.evalsha++
+      return redis.evalsha(sha, numKeys, ...rest)
+    },
+    eval (script, numKeys, ...rest) {
+      calls.eval++
+      return redis.eval(script, numKeys, ...rest)
+    }
+  }
+}
+
+/** A free TCP port on the loopback interface. */
+export async function freePort (): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const address = server.address()
+  const port = typeof address === 'object' && address !== null ? address.port : 0
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+export interface PrivateServer {
+  readonly port: number
+  readonly url: string
+  readonly pid: number
+  /** A client for administration (PAUSE, FLUSH, CLUSTER …), connected. */
+  readonly admin: Redis
+  /** Kills this server (by its pid) and removes its directory. */
+  stop (): Promise<void>
+}
+
+/** Whether `redis-server` can be started here; the reason otherwise. */
+export async function redisServerMissing (): Promise<string | false> {
+  return new Promise((resolve) => {
+    const child = spawn('redis-server', ['--version'], { stdio: 'ignore' })
+    child.on('error', () => resolve('redis-server is not installed (needed for the fault tests, which use a private server)'))
+    child.on('exit', (code) => resolve(code === 0 ? false : `redis-server --version exited with ${code}`))
+  })
+}
+
+/**
+ * A redis-server of our own on a free port (no persistence), answering PING. `extra` adds
+ * arguments, e.g. `['--cluster-enabled', 'yes']`; `port` reuses a port (a restart).
+ */
+export async function startPrivateServer (extra: string[] = [], port?: number): Promise<PrivateServer> {
+  const dir = mkdtempSync(join(tmpdir(), 'admission-redis-'))
+  port ??= await freePort()
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...extra], { stdio: 'ignore' })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const url = `redis://127.0.0.1:${port}`
+  const admin = new Redis(url, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  admin.on('error', () => { /* retried below */ })
+  const stop = async (): Promise<void> => {
+    admin.disconnect()
+    if (child.exitCode === null && child.signalCode === null) {
+      process.kill(child.pid as number, 'SIGKILL')
+      await exited
+    }
+    rmSync(dir, { recursive: true, force: true })
+  }
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await admin.connect()
+      await admin.ping()
+      break
+    } catch (error) {
+      admin.disconnect()
+      if (attempt >= 100) {
+        await stop()
+        throw new Error(`redis-server on port ${port} did not answer PING: ${(error as Error).message}`)
+      }
+      await sleep(20)
+    }
+  }
+  return { port, url, pid: child.pid as number, admin, stop }
+}
