@@ -1,12 +1,14 @@
 // Shared pieces of the Redis backend tests: a connection to the shared server (or the reason to
 // skip), unique key prefixes with cleanup, a call-counting client, and private redis-server
-// processes for the tests that fault, flush or reconfigure a server. No tests here.
+// processes for the tests that fault, flush or reconfigure a server, and a timed HTTP GET for the
+// gate-level tests. No tests here.
 //
 // The shared server (REDIS_URL, default redis://127.0.0.1:6379) is never stopped, paused,
 // flushed or reconfigured: each test writes under its own prefix and deletes its keys afterwards.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
+import { request as httpRequest, type Agent } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -164,4 +166,40 @@ export async function startPrivateServer (extra: string[] = [], port?: number): 
     }
   }
   return { port, url, pid: child.pid as number, admin, stop }
+}
+
+/** One answer of `timedGet`, measured at the client. */
+export interface Timed {
+  /** `performance.now()` when the request was sent. */
+  readonly sentAt: number
+  /** From sending the request to the end of its answer, in ms. */
+  readonly latencyMs: number
+  /** The answer's status, or 0 when the request failed (then `error` says why). */
+  readonly status: number
+  readonly retryAfter: string | undefined
+  readonly headers: Record<string, string | string[] | undefined>
+  readonly error?: string
+}
+
+/**
+ * A GET to the loopback server on `port`, timed at the client; never rejects (a failed request
+ * comes back with status 0 and its error). `agent` (e.g. a keep-alive one) is optional.
+ */
+export function timedGet (port: number, path: string, headers: Record<string, string> = {}, agent?: Agent): Promise<Timed> {
+  const sentAt = performance.now()
+  return new Promise((resolve) => {
+    const failed = (error: Error): void => {
+      resolve({ sentAt, latencyMs: performance.now() - sentAt, status: 0, retryAfter: undefined, headers: {}, error: error.message })
+    }
+    const req = httpRequest({ host: '127.0.0.1', port, path, headers, agent: agent ?? false }, (res) => {
+      res.on('error', failed)
+      res.resume()
+      res.on('end', () => {
+        const retryAfter = res.headers['retry-after']
+        resolve({ sentAt, latencyMs: performance.now() - sentAt, status: res.statusCode ?? 0, retryAfter: typeof retryAfter === 'string' ? retryAfter : undefined, headers: res.headers })
+      })
+    })
+    req.on('error', failed)
+    req.end()
+  })
 }
