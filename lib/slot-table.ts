@@ -60,9 +60,12 @@ export class SlotTable {
 
   /** The caller filled a new slot: its state recovers at `recoversAt`. */
   placed (slot: number, recoversAt: number): void {
+    // Earlier than the remembered earliest, which is never later than the true one: this is
+    // the true earliest now, even when the remembered one was stale.
     if (recoversAt < this.earliest) {
       this.earliest = recoversAt
       this.earliestSlot = slot
+      this.stale = false
     }
   }
 

@@ -396,15 +396,21 @@ t.test('token bucket: a full table refuses a new client with the exact wait for 
   t.equal(onTime.table.data.length, 3 * 2, 'no growth')
   // B comes back: its bucket is a new, full one — the same decision it would have had.
   t.equal(onTime.consume('B', 1210, 1), SATURATED, 'the table is full again: A, C, D are live')
-  // D's bucket arrived after the table last looked; the wait may be the worst case, never earlier than C's.
-  t.ok(onTime.retryAfterMs >= 1820 - 1210 && onTime.retryAfterMs <= 12_000, `retryAfterMs ${onTime.retryAfterMs}`)
+  // D's bucket was placed after the table last looked, and the table learned its recovery (2410) as
+  // it was placed: C's 1820 is still the earliest, and nothing was touched, so the wait is exact.
+  // (It used to be "between C's wait and the worst case": every insert made the table stale.)
+  t.equal(onTime.retryAfterMs, 1820 - 1210, 'exactly until C recovers')
+  t.equal(onTime.resetAt, 1820)
   t.equal(onTime.consume('B', 1820, 20), ADMITTED, 'C recovered: B gets its full burst')
 })
 
 /**
  * One scenario per algorithm, two slots: A and B fill the table, C is refused at `probe` with the
- * exact wait for the earliest recovery; A is then used again within the same millisecond, so the
- * wait falls back to the worst case; one millisecond later the table looks again.
+ * exact wait for the earliest recovery (the table learned each recovery as the state was placed,
+ * and needs no look). A, the earliest, is then used again within the same millisecond: the table
+ * looks again and the wait is exact. A is used once more in that millisecond: the table may not look
+ * again before the next one, and its remembered time may be too soon, so it says the worst case;
+ * one millisecond later it looks again and is exact.
  */
 interface Saturation {
   policy: Policy
@@ -412,9 +418,10 @@ interface Saturation {
   probe: number
   /** Earliest recovery among A and B. */
   earliest: number
-  /** A's use after the probe, and the earliest recovery after it. */
+  /** A's use after the probe, and the earliest recovery after it once, then twice. */
   touch: Op
   earliestAfterTouch: number
+  earliestAfterTwoTouches: number
 }
 
 const SCENARIOS: Record<Algorithm, Saturation> = {
@@ -424,7 +431,8 @@ const SCENARIOS: Record<Algorithm, Saturation> = {
     probe: 0,
     earliest: 600,
     touch: ['A', 0, 1],
-    earliestAfterTouch: 1200
+    earliestAfterTouch: 1200,
+    earliestAfterTwoTouches: 1800
   },
   gcra: {
     policy: { algorithm: 'gcra', limit: 100, windowMs: 60_000, burst: 20 }, // the same arithmetic, as a TAT
@@ -432,7 +440,8 @@ const SCENARIOS: Record<Algorithm, Saturation> = {
     probe: 0,
     earliest: 600,
     touch: ['A', 0, 1],
-    earliestAfterTouch: 1200
+    earliestAfterTouch: 1200,
+    earliestAfterTwoTouches: 1800
   },
   'fixed-window': {
     // Both live counters are in the window [0, 1000): they all recover at its end.
@@ -441,22 +450,25 @@ const SCENARIOS: Record<Algorithm, Saturation> = {
     probe: 300,
     earliest: 1000,
     touch: ['A', 300, 1],
-    earliestAfterTouch: 1000
+    earliestAfterTouch: 1000,
+    earliestAfterTwoTouches: 1000
   },
   'sliding-window-counter': {
-    // A counts in [0, 1000): back to 0 at 2000; B in [1000, 2000): at 3000. A used at 1300: at 3000.
+    // A counts in [0, 1000): back to 0 at 2000; B in [1000, 2000): at 3000. A used at 1300: at 3000
+    // (the first in the table of the two that recover at 3000, so the earliest the table knows).
     policy: { algorithm: 'sliding-window-counter', limit: 20, windowMs: 1000 },
     history: [['A', 100, 1], ['B', 1200, 1]],
     probe: 1300,
     earliest: 2000,
     touch: ['A', 1300, 1],
-    earliestAfterTouch: 3000
+    earliestAfterTouch: 3000,
+    earliestAfterTwoTouches: 3000
   }
 }
 
 t.test('every algorithm: a full table refuses a new client with an honest wait, and never resets a live state', async (t) => {
   for (const algorithm of ALGORITHMS) {
-    const { policy, history, probe, earliest, touch, earliestAfterTouch } = SCENARIOS[algorithm]
+    const { policy, history, probe, earliest, touch, earliestAfterTouch, earliestAfterTwoTouches } = SCENARIOS[algorithm]
     const worst = worstRecovery(policy)
     t.test(algorithm, async (t) => {
       const limiter = replay(history, 2, policy)
@@ -474,19 +486,30 @@ t.test('every algorithm: a full table refuses a new client with an honest wait, 
       t.equal(onTime.consume('C', earliest, 1), ADMITTED, 'on time')
       t.equal(onTime.remaining, capacityOf(policy) - 1, 'a new client gets a full state')
 
-      // The earliest state used again in the same millisecond: the remembered time may be too soon;
-      // the table may not look again before the next millisecond, so it says the worst case.
+      // The earliest state used again in the same millisecond: the remembered time may be too soon.
+      // The first refusal needed no look (nothing had recovered, nothing was stale), so the table may
+      // look now, and the wait is exact. (It used to be the worst case: every insert made the table
+      // stale, so the first refusal had already looked in this millisecond.)
       const touched = replay(refused, 2, policy)
       touched.consume(...touch)
       t.equal(touched.consume('C', probe, 1), SATURATED)
+      t.equal(touched.retryAfterMs, earliestAfterTouch - probe, 'the table looks again: exact')
+      t.equal(touched.resetAt, earliestAfterTouch)
+      // Used once more in the same millisecond: the table has looked in it already and may not look
+      // again before the next one, so it says the worst case — only now.
+      touched.consume(...touch)
+      t.equal(touched.consume('C', probe, 1), SATURATED)
       t.equal(touched.retryAfterMs, worst, `the worst case, ${worst} ms`)
-      t.ok(probe + worst >= earliestAfterTouch, 'which is not too early')
+      t.ok(probe + worst >= earliestAfterTwoTouches, 'which is not too early')
       t.equal(touched.consume('C', probe + 1, 1), SATURATED)
-      t.equal(touched.retryAfterMs, earliestAfterTouch - probe - 1, 'a millisecond later, exact again')
+      t.equal(touched.retryAfterMs, earliestAfterTwoTouches - probe - 1, 'a millisecond later, exact again')
       const afterTouch: Op[] = [...refused, touch, ['C', probe, 1]]
-      t.equal(replay(afterTouch, 2, policy).consume('C', probe + worst, 1), ADMITTED, 'the worst-case wait is honest')
       t.equal(replay(afterTouch, 2, policy).consume('C', earliestAfterTouch - 1, 1), SATURATED)
-      t.equal(replay(afterTouch, 2, policy).consume('C', earliestAfterTouch, 1), ADMITTED)
+      t.equal(replay(afterTouch, 2, policy).consume('C', earliestAfterTouch, 1), ADMITTED, 'the exact wait is honest')
+      const afterTwoTouches: Op[] = [...afterTouch, touch, ['C', probe, 1]]
+      t.equal(replay(afterTwoTouches, 2, policy).consume('C', probe + worst, 1), ADMITTED, 'the worst-case wait is honest')
+      t.equal(replay(afterTwoTouches, 2, policy).consume('C', earliestAfterTwoTouches - 1, 1), SATURATED)
+      t.equal(replay(afterTwoTouches, 2, policy).consume('C', earliestAfterTwoTouches, 1), ADMITTED)
 
       // A flood of new clients while every state is live changes no state.
       const control = replay(history, 2, policy)
@@ -509,13 +532,18 @@ t.test('every algorithm: a full table refuses a new client with an honest wait, 
 })
 
 t.test('token bucket: a touched earliest bucket: the worst-case wait is honest and can be tight', async (t) => {
-  const history: Op[] = [['A', 0, 1], ['C', 0, 1]] // A full at 600; C refused
+  // The first refusal needs no look, so one use of A gives an exact wait; a second use in the same
+  // millisecond is what makes the table say the worst case (which is tight here).
+  const history: Op[] = [['A', 0, 1], ['C', 0, 1]] // A full at 600; C refused, with no look
   const limiter = replay(history, 1, P)
   t.equal(limiter.retryAfterMs, 600)
-  t.equal(limiter.consume('A', 0, 19), ADMITTED) // A emptied at 0: full at exactly 0 + 12 000
+  t.equal(limiter.consume('A', 0, 1), ADMITTED) // A full at 1200: the table's 600 is stale
   t.equal(limiter.consume('C', 0, 1), SATURATED)
-  t.equal(limiter.retryAfterMs, 12_000)
-  const saturated: Op[] = [...history, ['A', 0, 19], ['C', 0, 1]]
+  t.equal(limiter.retryAfterMs, 1200, 'the table looks again: exact')
+  t.equal(limiter.consume('A', 0, 18), ADMITTED) // A emptied at 0: full at exactly 0 + 12 000
+  t.equal(limiter.consume('C', 0, 1), SATURATED)
+  t.equal(limiter.retryAfterMs, 12_000, 'it may not look again in this millisecond: the worst case, here exact')
+  const saturated: Op[] = [...history, ['A', 0, 1], ['C', 0, 1], ['A', 0, 18], ['C', 0, 1]]
   const early = replay(saturated, 1, P)
   t.equal(early.consume('C', 11_999, 1), SATURATED)
   t.equal(early.retryAfterMs, 1)
@@ -537,15 +565,29 @@ t.test('token bucket: touching another bucket than the earliest keeps the exact 
 })
 
 t.test('a large table looks at most once per size/1000 ms, and says so', async (t) => {
-  // 1000 per second, burst 1: a cost-1 bucket is full again after 1 ms.
-  const limiter = limiterFor(tokenBucket(1000, 1000, 1), 2500)
-  for (let i = 0; i < 2500; i++) if (limiter.consume(`c${i}`, 0, 1) !== ADMITTED) t.fail(`c${i}`)
+  // 1000 per second, burst 2: a bucket is full again 1 ms per token spent.
+  const limiter = limiterFor(tokenBucket(1000, 1000, 2), 2500)
+  t.equal(limiter.consume('c0', 0, 1), ADMITTED) // full at 1
+  for (let i = 1; i < 2500; i++) if (limiter.consume(`c${i}`, 0, 2) !== ADMITTED) t.fail(`c${i}`) // full at 2
   t.equal(limiter.table.size, 2500)
+  // Nothing has recovered and nothing is stale: the table refuses without a look, with the exact
+  // wait. (It used to be 3, the throttle: every insert made the table stale, so this refusal swept.)
   t.equal(limiter.consume('new', 0, 1), SATURATED)
-  t.equal(limiter.retryAfterMs, 3, 'every bucket recovers at 1, but the next sweep may run at 0 + ceil(2500 / 1000)')
-  t.equal(limiter.consume('new', 2, 1), SATURATED)
+  t.equal(limiter.retryAfterMs, 1, 'c0 recovers at 1')
+  // c0 has recovered: the table looks (2500 states), gives c0's slot to `new`, and may not look
+  // again before 1 + ceil(2499 / 1000) = 4.
+  const slotOfC0 = limiter.table.find('c0')
+  t.equal(limiter.consume('new', 1, 1), ADMITTED) // full at 2
+  t.equal(limiter.table.find('new'), slotOfC0)
+  t.equal(limiter.table.find('c0'), -1)
+  t.equal(limiter.consume('other', 1, 1), SATURATED)
+  t.equal(limiter.retryAfterMs, 3, 'every bucket recovers at 2, but the next sweep may run at 4')
+  t.equal(limiter.resetAt, 4)
+  t.equal(limiter.consume('other', 2, 1), SATURATED)
+  t.equal(limiter.retryAfterMs, 2, 'every bucket has recovered, yet the table may not look before 4')
+  t.equal(limiter.consume('other', 3, 1), SATURATED)
   t.equal(limiter.retryAfterMs, 1)
-  t.equal(limiter.consume('new', 3, 1), ADMITTED)
+  t.equal(limiter.consume('other', 4, 1), ADMITTED)
   t.equal(limiter.table.size, 1, 'the sweep dropped every recovered bucket')
 })
 
@@ -600,9 +642,37 @@ const smallPolicyArb: fc.Arbitrary<Policy> = fc.record({
 }).map(({ algorithm, limit, windowMs, burst }) =>
   normalizePolicy(hasBurst(algorithm) ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }))
 
-t.test('property, every algorithm: saturation never resets a live state, refuses only when full of live states, and every wait is honest', async (t) => {
-  const seen: Record<string, { saturated: number, limited: number }> = {}
-  for (const algorithm of ALGORITHMS) seen[algorithm] = { saturated: 0, limited: 0 }
+// What the table may know of the states it tracks, from outside: each state's recovery as of when
+// the table last learned it (the state was placed, or a look kept it), and whether it was used since
+// (its recovery can only have moved later). The table's earliest time is exact unless the state it
+// learned as the earliest was used since; a look in the same millisecond makes it exact again.
+class Learned {
+  readonly at = new Map<string, number>()
+  readonly usedSince = new Set<string>()
+
+  get min (): number {
+    return Math.min(...this.at.values())
+  }
+
+  /** Some state with the earliest learned recovery was used since the table learned it. */
+  get suspect (): boolean {
+    const min = this.min
+    for (const [key, at] of this.at) if (at === min && this.usedSince.has(key)) return true
+    return false
+  }
+
+  /** A look: the table learned every state it keeps anew. */
+  looked (kept: Iterable<[string, number]>): void {
+    this.at.clear()
+    this.usedSince.clear()
+    for (const [key, at] of kept) this.at.set(key, at)
+  }
+}
+
+
+t.test('property, every algorithm: saturation never resets a live state, refuses only when full of live states, and every wait is exact or, only after the earliest state was used, the worst case', async (t) => {
+  const seen: Record<string, { saturated: number, limited: number, exactWithoutLook: number, exactAfterLook: number, worst: number }> = {}
+  for (const algorithm of ALGORITHMS) seen[algorithm] = { saturated: 0, limited: 0, exactWithoutLook: 0, exactAfterLook: 0, worst: 0 }
   fc.assert(fc.property(
     smallPolicyArb,
     fc.integer({ min: 1, max: 4 }),
@@ -618,10 +688,15 @@ t.test('property, every algorithm: saturation never resets a live state, refuses
     }), { minLength: 5, maxLength: 40, size: 'max' }),
     (policy, maxIdentities, rawOps) => {
       const kernel = kernelOf(policy.algorithm)
+      // The table asks the kernel for a recovery once per state placed, and once per tracked state
+      // when it looks: counting the calls tells when it looked.
+      let recoveries = 0
+      const counting: Kernel<unknown> = { ...kernel, recoversAt: (state, p) => { recoveries++; return kernel.recoversAt(state, p) } }
       const worst = worstRecovery(policy)
       const counts = seen[policy.algorithm]!
-      const limiter = limiterFor(policy, maxIdentities)
+      const limiter = new MemoryLimiter(counting, policy, maxIdentities)
       const models = new Map<string, KernelModel>()
+      const learned = new Learned()
       const ops: Op[] = []
       let now = 0
       for (const raw of rawOps) {
@@ -630,7 +705,19 @@ t.test('property, every algorithm: saturation never resets a live state, refuses
         const cost = costOf(policy, raw.share)
         ops.push([key, now, cost])
         const at = `${key} at ${now} cost ${cost}`
+        const tracked = limiter.table.find(key) !== -1
+        const sizeBefore = limiter.table.size
+        const before = recoveries
         const got = decision(limiter, limiter.consume(key, now, cost))
+        const looks = recoveries - before - (!tracked && got.verdict !== SATURATED ? 1 : 0)
+        if (looks !== 0 && (tracked || sizeBefore !== maxIdentities || looks !== sizeBefore)) throw new Error(`${at}: ${looks} recoveries asked, tracked ${String(tracked)}, ${sizeBefore} of ${maxIdentities} tracked`)
+        const looked = looks > 0
+        if (looked) {
+          // Before this decision's own state is placed: every other state is as the models say.
+          const kept: Array<[string, number]> = []
+          for (const [k, m] of models) if (k !== key && limiter.table.find(k) !== -1) kept.push([k, m.recoversAt()])
+          learned.looked(kept)
+        }
         let model = models.get(key)
         if (got.verdict === SATURATED) {
           counts.saturated++
@@ -644,6 +731,20 @@ t.test('property, every algorithm: saturation never resets a live state, refuses
           if (got.remaining !== 0 || got.resetAt !== now + retry) throw new Error(`${at}: ${JSON.stringify(got)}`)
           const earliest = Math.min(...live.map((m) => m.recoversAt()))
           if (now + retry < earliest) throw new Error(`${at}: retryAfterMs ${retry}, but no state recovers before ${earliest}`)
+          // Under 1000 states a look holds the next one back by 1 ms at most: never longer than the
+          // wait. So the wait is exactly the time until the earliest recovery...
+          const exact = Math.max(1, earliest - now)
+          if (retry === exact) {
+            if (looked) counts.exactAfterLook++
+            else counts.exactWithoutLook++
+          } else {
+            // ... or, when the table may not look in this millisecond and the state it learned as
+            // the earliest was used since, the worst case.
+            if (looked) throw new Error(`${at}: the table looked, yet the wait ${retry} is not the exact ${exact}`)
+            if (retry !== Math.max(1, worst)) throw new Error(`${at}: the wait ${retry} is neither the exact ${exact} nor the worst case ${worst}`)
+            if (!learned.suspect) throw new Error(`${at}: the worst case ${retry}, but the earliest state (${learned.min}) was not used since the table learned it; exact: ${exact}`)
+            counts.worst++
+          }
           if (replay(ops, maxIdentities, policy).consume(key, now + retry, cost) === SATURATED) throw new Error(`${at}: still refused after retryAfterMs ${retry}`)
           continue
         }
@@ -651,6 +752,12 @@ t.test('property, every algorithm: saturation never resets a live state, refuses
         const want = model.consume(now, cost)
         if (!same(got, want)) throw new Error(`${at}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
         if (model.recoversAt() - now > worst) throw new Error(`${at}: recovers at ${model.recoversAt()}, beyond the worst recovery ${worst}`)
+        if (tracked) {
+          learned.usedSince.add(key)
+        } else {
+          learned.at.set(key, model.recoversAt())
+          learned.usedSince.delete(key)
+        }
         if (got.verdict === LIMITED) {
           counts.limited++
           const retry = got.retryAfterMs
@@ -666,9 +773,12 @@ t.test('property, every algorithm: saturation never resets a live state, refuses
       }
     }), { numRuns: 3000 })
   for (const algorithm of ALGORITHMS) {
-    const { saturated, limited } = seen[algorithm]!
+    const { saturated, limited, exactWithoutLook, exactAfterLook, worst } = seen[algorithm]!
     t.ok(saturated > 100, `${algorithm}: ${saturated} saturations checked`)
     t.ok(limited > 100, `${algorithm}: ${limited} refusals checked`)
+    t.ok(exactWithoutLook > 50, `${algorithm}: ${exactWithoutLook} exact waits without a look`)
+    t.ok(exactAfterLook > 50, `${algorithm}: ${exactAfterLook} exact waits after a look`)
+    t.ok(worst > 3, `${algorithm}: ${worst} worst-case waits, each after the earliest state was used`)
   }
 })
 
@@ -721,25 +831,204 @@ t.test('the slot table never allocates more than maxIdentities slots', async (t)
   }
 })
 
-t.test('SlotTable alone: insert, find, touched and the wait it reports', async (t) => {
-  // States that recover at a time stored in the slot's first field.
-  const table = new SlotTable(1, 2, { recoversAt: (data, slot) => data[slot]!, worstRecovery: 1000 })
+t.test('SlotTable alone: insert, placed, find, touched and the wait it reports', async (t) => {
+  // States that recover at a time stored in the slot's first field; each look reads every state.
+  let reads = 0
+  const table = new SlotTable(1, 2, { recoversAt: (data, slot) => { reads++; return data[slot]! }, worstRecovery: 1000 })
+  const put = (slot: number, recoversAt: number): void => {
+    table.data[slot] = recoversAt
+    table.placed(slot, recoversAt)
+  }
+  t.equal(table.waitMs, 0)
   const a = table.insert('a', 0)
-  table.data[a] = 50
+  put(a, 50)
   const b = table.insert('b', 0)
-  table.data[b] = 80
+  put(b, 80) // not earlier than a's: a stays the earliest
   t.not(a, b)
   t.equal(table.find('a'), a)
+  t.equal(table.find('b'), b)
   t.equal(table.size, 2)
+  // The old table learned nothing from an insert and was stale after each: this refusal looked.
   t.equal(table.insert('c', 10), -1)
-  t.equal(table.waitMs, 40)
+  t.equal(table.waitMs, 40, 'exact: a, placed to recover at 50, is the earliest')
+  t.equal(reads, 0, 'without a look')
+  t.equal(table.find('c'), -1, 'the refused key is not tracked')
+  t.equal(table.size, 2)
+  table.data[b] = 90
+  table.touched(b)
+  t.equal(table.insert('c', 10), -1)
+  t.equal(table.waitMs, 40, 'b is not the earliest: using it changes nothing')
+  t.equal(reads, 0)
   table.data[a] = 500
   table.touched(a)
   t.equal(table.insert('c', 10), -1)
-  t.equal(table.waitMs, 1000, 'earliest changed within the same ms: the worst case')
+  t.equal(table.waitMs, 80, 'a, the earliest, was used: the table looks, b (at 90) is the earliest now')
+  t.equal(reads, 2, 'one look')
+  table.data[b] = 95
+  table.touched(b)
+  t.equal(table.insert('c', 10), -1)
+  t.equal(table.waitMs, 1000, 'b was used in the millisecond of the look: the worst case')
+  t.equal(reads, 2, 'no second look in that millisecond')
   t.equal(table.insert('c', 11), -1)
-  t.equal(table.waitMs, 69, 'swept again: b is the earliest now')
-  const c = table.insert('c', 80)
-  t.equal(c, b)
+  t.equal(table.waitMs, 84, 'a millisecond later: a look, exact again')
+  t.equal(reads, 4)
+  t.equal(table.insert('c', 94), -1)
+  t.equal(table.waitMs, 1)
+  t.equal(reads, 4, 'nothing has recovered, nothing was used: no look')
+  const c = table.insert('c', 95)
+  t.equal(c, b, 'b recovered at 95: c takes its slot')
   t.equal(table.find('b'), -1)
+  t.equal(table.find('a'), a, 'a is live and kept')
+  t.equal(reads, 6)
+  put(c, 200) // earlier than a's 500, which the look learned: c is the earliest now
+  t.equal(table.insert('d', 100), -1)
+  t.equal(table.waitMs, 100, 'exact: c recovers at 200')
+  t.equal(reads, 6)
+  const d = table.insert('d', 200)
+  t.equal(d, c)
+  put(d, 300)
+  t.equal(table.insert('e', 250), -1)
+  t.equal(table.waitMs, 50, 'the look at 200 kept a (500); d placed after it recovers at 300')
+  // A look that drops everything forgets every time; states placed after it are learned again.
+  const e = table.insert('e', 1000)
+  t.equal(table.size, 1, 'a and d recovered by 1000: both dropped')
+  put(e, 1100)
+  const f = table.insert('f', 1000)
+  put(f, 1050)
+  t.equal(table.insert('g', 1000), -1)
+  t.equal(table.waitMs, 50, 'f, placed last, recovers first')
+})
+
+// A state placed while the table's earliest time is stale, and earlier than that time, is the exact
+// earliest: every other state recovers at or after the stale time. `placed` lowers the time but
+// keeps `stale` set, so until the table may look again it says the worst case.
+t.test('SlotTable: a state placed while the earliest one is stale, and earlier than it, is the exact earliest', async (t) => {
+  const table = new SlotTable(1, 3, { recoversAt: (data, slot) => data[slot]!, worstRecovery: 1000 })
+  const put = (key: string, now: number, recoversAt: number): number => {
+    const slot = table.insert(key, now)
+    table.data[slot] = recoversAt
+    table.placed(slot, recoversAt)
+    return slot
+  }
+  put('a', 0, 10)
+  put('b', 0, 10)
+  const x = put('x', 0, 500)
+  put('y', 10, 600) // a look at 10 drops a and b; x (500) is the earliest; y takes one freed slot
+  table.data[x] = 700
+  table.touched(x) // stale: x, the earliest, was used in the millisecond of the look
+  put('z', 10, 20) // the other freed slot: z recovers at 20, before every other state
+  t.equal(table.insert('w', 10), -1)
+  t.ok(table.waitMs >= 10, 'never early')
+  // placed() lowered the earliest below a stale one: exact again.
+  t.equal(table.waitMs, 10, 'z recovers at 20: exact')
+  t.equal(table.insert('w', 11), -1)
+  t.equal(table.waitMs, 9, 'a millisecond later the table looks: exact')
+})
+
+// The table alone, against a model: states recover at times the test chooses (never beyond
+// `worstRecovery` from the time they were set), and each use moves a state's recovery later only.
+type TableOp =
+  | { kind: 'new', key: number, recoverIn: number }
+  | { kind: 'use', key: number, recoverIn: number }
+  | { kind: 'tick', dt: number }
+
+const TABLE_WORST = 100
+
+/** Runs `ops` on a new table; `check` sees each op that did something, with how many states the table read. */
+function runTable (maxIdentities: number, ops: readonly TableOp[], check?: (table: SlotTable, index: number, now: number, reads: number) => void): { table: SlotTable, now: number } {
+  let reads = 0
+  const table = new SlotTable(1, maxIdentities, { recoversAt: (data, slot) => { reads++; return data[slot]! }, worstRecovery: TABLE_WORST })
+  let now = 0
+  ops.forEach((op, index) => {
+    const before = reads
+    if (op.kind === 'tick') {
+      now += op.dt
+      return
+    }
+    const key = `k${op.key}`
+    let slot = table.find(key)
+    if (op.kind === 'new') {
+      if (slot !== -1) return
+      slot = table.insert(key, now)
+      if (slot !== -1) {
+        table.data[slot] = now + op.recoverIn
+        table.placed(slot, now + op.recoverIn)
+      }
+    } else {
+      if (slot === -1) return
+      table.data[slot] = Math.max(table.data[slot]!, now + op.recoverIn)
+      table.touched(slot)
+    }
+    check?.(table, index, now, reads - before)
+  })
+  return { table, now }
+}
+
+t.test('property, SlotTable: refuses only when full of live states, never drops one, and every wait is exact or, only after the earliest state was used, the worst case', async (t) => {
+  const counts = { refused: 0, exactWithoutLook: 0, exactAfterLook: 0, worst: 0 }
+  // Few keys, short recoveries and short steps: many looks that free several slots at once, and
+  // many uses of the earliest state in the millisecond of a look.
+  const recoverInArb = (min: number): fc.Arbitrary<number> => fc.oneof(fc.integer({ min, max: 4 }), fc.integer({ min, max: TABLE_WORST }))
+  const opArb: fc.Arbitrary<TableOp> = fc.oneof(
+    { arbitrary: fc.record({ kind: fc.constant('new' as const), key: fc.integer({ min: 0, max: 7 }), recoverIn: recoverInArb(1) }), weight: 4 },
+    { arbitrary: fc.record({ kind: fc.constant('use' as const), key: fc.integer({ min: 0, max: 7 }), recoverIn: recoverInArb(0) }), weight: 3 },
+    { arbitrary: fc.record({ kind: fc.constant('tick' as const), dt: fc.oneof(fc.constant(1), fc.integer({ min: 0, max: 5 }), fc.integer({ min: 0, max: 2 * TABLE_WORST })) }), weight: 2 }
+  )
+  fc.assert(fc.property(fc.integer({ min: 1, max: 5 }), fc.array(opArb, { minLength: 5, maxLength: 60 }), (maxIdentities, ops) => {
+    const recovery = new Map<string, number>() // every tracked key's true recovery
+    const learned = new Learned()
+    runTable(maxIdentities, ops, (table, index, now, reads) => {
+      const op = ops[index] as Exclude<TableOp, { kind: 'tick' }>
+      const key = `k${op.key}`
+      const at = `op ${index} (${JSON.stringify(op)}) at ${now}`
+      if (op.kind === 'use') {
+        if (reads !== 0) throw new Error(`${at}: a use read the table`)
+        learned.usedSince.add(key)
+        recovery.set(key, table.data[table.find(key)]!)
+        return
+      }
+      if (reads > 0) {
+        // A look: every recovered state dropped, the others learned anew.
+        if (reads !== maxIdentities || recovery.size !== maxIdentities) throw new Error(`${at}: ${reads} reads with ${recovery.size} of ${maxIdentities} tracked`)
+        for (const [k, r] of recovery) if (r <= now) recovery.delete(k)
+        learned.looked(recovery)
+      }
+      for (const [k, r] of recovery) if (table.find(k) === -1) throw new Error(`${at}: ${k} (live until ${r}) was dropped`)
+      const slot = table.find(key)
+      if (table.size !== recovery.size + (slot === -1 ? 0 : 1)) throw new Error(`${at}: size ${table.size}, ${recovery.size} other states kept`)
+      if (slot !== -1) {
+        recovery.set(key, table.data[slot]!)
+        learned.at.set(key, table.data[slot]!)
+        learned.usedSince.delete(key)
+        return
+      }
+      counts.refused++
+      if (recovery.size !== maxIdentities) throw new Error(`${at}: refused with ${recovery.size} of ${maxIdentities} tracked`)
+      const earliest = Math.min(...recovery.values())
+      // Under 1000 states a look holds the next one back by 1 ms at most: a recovered state is
+      // always dropped before a new key is refused.
+      if (earliest <= now) throw new Error(`${at}: refused though a state recovered at ${earliest}`)
+      const exact = earliest - now
+      const wait = table.waitMs
+      if (wait === exact) {
+        if (reads > 0) counts.exactAfterLook++
+        else counts.exactWithoutLook++
+      } else {
+        if (reads > 0) throw new Error(`${at}: the table looked, yet the wait ${wait} is not the exact ${exact}`)
+        if (wait !== TABLE_WORST) throw new Error(`${at}: the wait ${wait} is neither the exact ${exact} nor the worst case`)
+        if (!learned.suspect) throw new Error(`${at}: the worst case, but the earliest state (${learned.min}) was not used since the table learned it; exact: ${exact}`)
+        counts.worst++
+      }
+      // With nothing used meanwhile, a slot is had at the earliest recovery, not a millisecond
+      // before it, and after the wait the table said.
+      for (const [dt, free] of [[exact - 1, false], [exact, true], [wait, true]] as const) {
+        const again = runTable(maxIdentities, [...ops.slice(0, index + 1), { kind: 'tick', dt }]).table
+        if ((again.insert(key, now + dt) !== -1) !== free) throw new Error(`${at}: after ${dt} ms a slot ${free ? 'was not' : 'was'} had`)
+      }
+    })
+  }), { numRuns: 10_000 })
+  t.ok(counts.refused > 5000, `${counts.refused} refusals checked`)
+  t.ok(counts.exactWithoutLook > 5000, `${counts.exactWithoutLook} exact waits without a look`)
+  t.ok(counts.exactAfterLook > 500, `${counts.exactAfterLook} exact waits after a look`)
+  t.ok(counts.worst > 80, `${counts.worst} worst-case waits, each after the earliest state was used`)
 })
