@@ -1,0 +1,87 @@
+// The HTTP rounds: one pinned server per variant (core 0), one pinned load child per run (core 1).
+import type { ChildProcess } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+import { nextMessage, runPinned, startPinned } from './child.js'
+import type { BenchConfig } from './config.js'
+import { type CoreTime, waitForQuiet } from './cpu-noise.js'
+import type { LoadResult, LoadSpec } from './load.js'
+import { variant } from './variants.js'
+
+export const SERVER_CORE = 0
+export const LOAD_CORE = 1
+const serverScript = fileURLToPath(new URL('./server.ts', import.meta.url))
+const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url))
+
+export interface Server { name: string, port: number, child: ChildProcess }
+
+export interface RunResult extends LoadResult {
+  /** Server process CPU over the load's run (1 = its core saturated by the server alone). */
+  serverCpu: number
+  /** Share of the server's core not idle during the run (server, its network interrupts, others). */
+  serverCoreBusy: number
+  /** The largest share of a core that other processes took during the run (NaN if unknown). */
+  noise: number
+  attempts: number
+}
+
+export async function startServer (name: string, keys: number): Promise<Server> {
+  const child = startPinned({ core: SERVER_CORE, script: serverScript, args: [name, String(keys)], ipc: true })
+  const port = await nextMessage(child, (m) => (m as { port?: number }).port, 60_000)
+  return { name, port, child }
+}
+
+async function serverCpuSeconds (server: Server): Promise<number> {
+  server.child.send('cpu')
+  const cpu = await nextMessage(server.child, (m) => (m as { cpu?: NodeJS.CpuUsage }).cpu, 10_000)
+  return (cpu.user + cpu.system) / 1e6
+}
+
+async function runOnce (server: Server, config: BenchConfig, seconds: number): Promise<RunResult> {
+  await waitForQuiet(0.1, config.quietWaitMs)
+  const spec: LoadSpec = { port: server.port, seconds, connections: config.connections, pipelining: config.pipelining, keys: config.keys }
+  const cpu0 = await serverCpuSeconds(server)
+  const load = await runPinned<LoadResult>({ core: LOAD_CORE, script: loadScript, args: [JSON.stringify(spec)] }, (seconds + 60) * 1000)
+  // The server idles while the load child starts, so its CPU time is that of the run.
+  const serverCpu = (await serverCpuSeconds(server)) - cpu0
+  const s = load.runSeconds
+  const core = (i: number): CoreTime | undefined => load.cores?.[i]
+  const server0 = core(SERVER_CORE)
+  const load1 = core(LOAD_CORE)
+  const noise = server0 === undefined || load1 === undefined
+    ? Number.NaN
+    : Math.max(0, (server0.busy - serverCpu) / s, (load1.busy - load.cpu * s) / s)
+  const serverCoreBusy = server0 === undefined ? Number.NaN : 1 - server0.idle / s
+  return { ...load, serverCpu: serverCpu / s, serverCoreBusy, noise, attempts: 1 }
+}
+
+/**
+ * How far a run is from a clean measurement: other processes on the cores, or a server core with
+ * idle time (then the load, not the server, set the pace). 0 for a clean run; NaN counts as clean.
+ */
+function flaw (run: RunResult, config: BenchConfig): number {
+  const noise = Number.isNaN(run.noise) ? 0 : Math.max(0, run.noise - config.maxNoise)
+  const idle = Number.isNaN(run.serverCoreBusy) ? 0 : Math.max(0, config.minServerBusy - run.serverCoreBusy)
+  return noise + idle
+}
+
+/** One measured run; a flawed run is repeated (up to `config.retries` times) and the least flawed kept. */
+export async function measure (server: Server, config: BenchConfig, seconds: number): Promise<RunResult> {
+  let best = await runOnce(server, config, seconds)
+  check(server.name, best)
+  let attempts = 1
+  while (flaw(best, config) > 0 && attempts <= config.retries) {
+    const run = await runOnce(server, config, seconds)
+    check(server.name, run)
+    attempts++
+    if (flaw(run, config) < flaw(best, config)) best = run
+  }
+  return { ...best, attempts }
+}
+
+function check (name: string, run: RunResult): void {
+  const expected = String(variant(name).status)
+  const others = Object.keys(run.statusCodes).filter((code) => code !== expected)
+  if (others.length > 0 || run.errors > 0 || run.timeouts > 0 || run.total === 0) {
+    throw new Error(`${name}: expected only ${expected}, got ${JSON.stringify(run.statusCodes)}, ${run.errors} errors, ${run.timeouts} timeouts`)
+  }
+}

@@ -1,0 +1,93 @@
+// One benchmark server: `node --import tsx bench/server.ts <variant> [keys]`, started by run.ts
+// under `taskset -c 0`. It listens on a free loopback port, tells the parent which (IPC), answers
+// CPU-usage queries, and exits when the parent goes away.
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
+import rateLimit from '@fastify/rate-limit'
+import admission from '../lib/index.js'
+import { CLIENT_HEADER, variant } from './variants.js'
+
+const HOUR = 3_600_000
+const byHeader = (request: FastifyRequest): string => request.headers[CLIENT_HEADER] as string
+const oneClient = (): string => 'one'
+
+async function build (name: string, keys: number): Promise<FastifyInstance> {
+  const app = Fastify({ logger: false })
+  switch (name) {
+    case 'bare':
+      break
+    case 'admit':
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: byHeader })
+      break
+    case 'admit-noheaders':
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: byHeader, headers: false })
+      break
+    case 'admit-nomaxinflight':
+      await app.register(admission, { maxInFlight: false, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: byHeader })
+      break
+    case 'onrequest-empty':
+      app.addHook('onRequest', (_request, _reply, done) => { done() })
+      break
+    case 'onrequest-2headers': {
+      let remaining = 1e9
+      app.addHook('onRequest', (_request, reply, done) => {
+        reply.header('ratelimit-policy', '"default";q=1000000000;w=60').header('ratelimit', `"default";r=${--remaining};t=1`)
+        done()
+      })
+      break
+    }
+    case 'empty-hooks-abort':
+      app.addHook('onRequestAbort', (_request, done) => { done() })
+    // falls through
+    case 'empty-hooks':
+      app.addHook('onRequest', (_request, _reply, done) => { done() })
+      app.addHook('onResponse', (_request, _reply, done) => { done() })
+      break
+    case 'hooks':
+      await app.register(admission, { maxInFlight: false, rateLimit: false })
+      break
+    case 'refuse':
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1, windowMs: HOUR }, key: oneClient })
+      break
+    case 'refuse-noheaders':
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1, windowMs: HOUR }, key: oneClient, headers: false })
+      break
+    case 'hook-429': {
+      let spent = false
+      app.addHook('onRequest', (_request, reply, done) => {
+        if (!spent) { spent = true; done(); return }
+        reply.code(429).header('retry-after', '3600').header('content-type', 'application/json; charset=utf-8')
+          .send('{"statusCode":429,"error":"Too Many Requests","message":"Rate limit exceeded, retry in 3600 seconds"}')
+      })
+      break
+    }
+    case 'rl-admit':
+      // `cache` holds every key of the load's pool, as the plugin's registry does (default 5000 would evict).
+      await app.register(rateLimit, { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader, cache: Math.max(keys, 5000) })
+      break
+    case 'rl-refuse':
+      await app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: oneClient })
+      break
+    default:
+      variant(name)
+  }
+  app.get('/', async () => ({ hello: 'world' }))
+  await app.ready()
+  if (variant(name).status === 429) {
+    // Spend the one client's only token before the load starts.
+    const first = await app.inject({ url: '/', headers: { [CLIENT_HEADER]: 'one' } })
+    const second = await app.inject({ url: '/', headers: { [CLIENT_HEADER]: 'one' } })
+    if (first.statusCode !== 200 || second.statusCode !== 429) throw new Error(`${name}: expected 200 then 429, got ${first.statusCode}, ${second.statusCode}`)
+  }
+  return app
+}
+
+const [name = '', keysArg = '10000'] = process.argv.slice(2)
+const app = await build(name, Number(keysArg))
+await app.listen({ host: '127.0.0.1', port: 0 })
+const address = app.server.address()
+if (address === null || typeof address === 'string') throw new Error('no TCP address')
+process.on('message', (message) => {
+  if (message === 'cpu') process.send?.({ cpu: process.cpuUsage() })
+})
+process.on('disconnect', () => { process.exit(0) })
+process.send?.({ port: address.port })

@@ -1,0 +1,78 @@
+// Per-variant medians over rounds of the per-round ratios, and the targets.
+import type { RunResult } from './http.js'
+import type { MemoryResult } from './memory.js'
+import type { MicroResult } from './micro.js'
+import { median } from './stats.js'
+import { variant } from './variants.js'
+
+export interface Check { label: string, value: number, min?: number, max?: number, pass: boolean }
+
+export interface VariantSummary {
+  name: string
+  description: string
+  rps: number[]
+  ratioToBare: number[]
+  medianRps: number
+  medianRatio: number
+  /** Median extra microseconds per request against bare Fastify (1e6/rps − 1e6/bare, per round). */
+  extraMicros: number
+  medianServerCpu: number
+  /** Median share of the server's core that was not idle (≈ 1: the server side was the bottleneck). */
+  medianServerCoreBusy: number
+  medianLoadCpu: number
+  maxNoise: number
+  retried: number
+  checks: Check[]
+}
+
+function checkOf (label: string, value: number, bound: { min?: number, max?: number }): Check {
+  const pass = (bound.min === undefined || value >= bound.min) && (bound.max === undefined || value <= bound.max)
+  return { label, value, ...bound, pass }
+}
+
+export function summarize (names: string[], rounds: Array<Record<string, RunResult>>): VariantSummary[] {
+  return names.map((name) => {
+    const v = variant(name)
+    const runs = rounds.map((round) => round[name]!)
+    const ratio = rounds.map((round) => round[name]!.rps / round.bare!.rps)
+    const checks: Check[] = []
+    if (v.minRatio !== undefined) checks.push(checkOf('× bare', median(ratio), { min: v.minRatio }))
+    if (v.vs !== undefined && names.includes(v.vs.variant)) {
+      const vs = v.vs.variant
+      checks.push(checkOf(`× ${vs}`, median(rounds.map((round) => round[name]!.rps / round[vs]!.rps)), { min: v.vs.minRatio }))
+    }
+    return {
+      name,
+      description: v.description,
+      rps: runs.map((r) => r.rps),
+      ratioToBare: ratio,
+      medianRps: median(runs.map((r) => r.rps)),
+      medianRatio: median(ratio),
+      extraMicros: median(rounds.map((round) => 1e6 / round[name]!.rps - 1e6 / round.bare!.rps)),
+      medianServerCpu: median(runs.map((r) => r.serverCpu)),
+      medianServerCoreBusy: median(runs.map((r) => r.serverCoreBusy)),
+      medianLoadCpu: median(runs.map((r) => r.cpu)),
+      maxNoise: Math.max(...runs.map((r) => r.noise)),
+      retried: runs.filter((r) => r.attempts > 1).length,
+      checks
+    }
+  })
+}
+
+export function microChecks (micro: MicroResult | undefined, memory: MemoryResult[]): Check[] {
+  const checks: Check[] = []
+  if (micro !== undefined) {
+    checks.push(checkOf('core take, ops/s', micro.takeOpsPerSec, { min: 40e6 }))
+    checks.push({ label: `memory limiter consume (token bucket), ops/s, ${micro.consumeKeys} random keys`, value: micro.consumeOpsPerSec, pass: true })
+  }
+  for (const m of memory) {
+    if (m.store === 'admission') {
+      checks.push(checkOf(`bytes per identity, ${m.identities} keys, registry only`, m.bytesPerIdentity, { max: 80 }))
+      checks.push({ label: 'bytes per identity, registry + key strings', value: m.bytesPerIdentityWithKeys, pass: true })
+    } else {
+      checks.push({ label: `bytes per identity, @fastify/rate-limit LocalStore, registry only`, value: m.bytesPerIdentity, pass: true })
+      checks.push({ label: `bytes per identity, @fastify/rate-limit LocalStore, registry + key strings`, value: m.bytesPerIdentityWithKeys, pass: true })
+    }
+  }
+  return checks
+}

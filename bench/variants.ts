@@ -1,0 +1,40 @@
+/** The HTTP variants: what each server runs and what its ratio to bare Fastify must reach. */
+export interface Variant {
+  readonly name: string
+  readonly description: string
+  /** The status every response must have. */
+  readonly status: number
+  /** Targets on the median ratio to bare Fastify. */
+  readonly minRatio?: number
+  /** Minimum median of the per-round ratio `this / other` (same round). */
+  readonly vs?: { readonly variant: string, readonly minRatio: number }
+}
+
+export const VARIANTS: readonly Variant[] = [
+  { name: 'bare', description: 'bare Fastify', status: 200 },
+  { name: 'admit', description: 'fastify-admission admitting (random keys)', status: 200, minRatio: 0.9, vs: { variant: 'rl-admit', minRatio: 1.1 } },
+  { name: 'refuse', description: 'fastify-admission refusing (429)', status: 429, minRatio: 1.0 },
+  { name: 'rl-admit', description: '@fastify/rate-limit admitting (random keys)', status: 200 },
+  { name: 'rl-refuse', description: '@fastify/rate-limit refusing (429)', status: 429 },
+  // Not in the default run (BENCH_VARIANTS): where the plugin's cost goes.
+  { name: 'hooks', description: 'fastify-admission, both gates off (hook cost)', status: 200 },
+  { name: 'admit-noheaders', description: 'fastify-admission admitting, headers: false', status: 200 },
+  { name: 'admit-nomaxinflight', description: 'fastify-admission admitting, maxInFlight: false', status: 200 },
+  { name: 'refuse-noheaders', description: 'fastify-admission refusing (429), headers: false', status: 429 },
+  { name: 'hook-429', description: 'one onRequest hook that answers a constant 429 (the floor for refusing)', status: 429 },
+  { name: 'onrequest-empty', description: 'one empty onRequest hook', status: 200 },
+  { name: 'onrequest-2headers', description: 'one onRequest hook that sets RateLimit-Policy and RateLimit', status: 200 },
+  { name: 'empty-hooks', description: 'empty onRequest + onResponse hooks', status: 200 },
+  { name: 'empty-hooks-abort', description: 'empty onRequest + onResponse + onRequestAbort hooks', status: 200 }
+]
+
+export const DEFAULT_VARIANTS = ['bare', 'admit', 'refuse', 'rl-admit', 'rl-refuse']
+
+export function variant (name: string): Variant {
+  const found = VARIANTS.find((v) => v.name === name)
+  if (found === undefined) throw new Error(`unknown variant ${name}; known: ${VARIANTS.map((v) => v.name).join(', ')}`)
+  return found
+}
+
+/** The request header that carries the client identity in every variant's load. */
+export const CLIENT_HEADER = 'x-client'
