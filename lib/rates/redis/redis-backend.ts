@@ -1,10 +1,12 @@
 import { performance } from 'node:perf_hooks'
 import { kernelOf, type Kernel, type Policy } from '../../core/rates/index.js'
 import type { BackendLimiter, RatesBackend } from '../backend.js'
-import { allowedDecision, deniedDecision, type RateDecision, type RateDenied } from '../decision.js'
+import { allowedDecision, deniedDecision, type RateDecision } from '../decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../errors.js'
 import { policyFingerprint, samePolicy } from '../policy.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
+import { DenyCache } from './deny-cache.js'
+import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
 /**
  * What the backend needs of a Redis client: `EVALSHA` and `EVAL` as ioredis (and iovalkey, its
@@ -44,9 +46,7 @@ export interface RedisBackendTesting {
   now: () => number
 }
 
-export const DEFAULT_PREFIX = 'admission:'
-export const DEFAULT_TIMEOUT_MS = 50
-export const DEFAULT_DENY_CACHE_ENTRIES = 10_000
+export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
 const OPTIONS = ['client', 'prefix', 'timeoutMs', 'denyCache']
 const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([1-9][0-9]*):([1-9][0-9]*)(?::([1-9][0-9]*))?$/
@@ -221,96 +221,6 @@ export class RedisBackendLimiter implements BackendLimiter {
   }
 }
 
-interface DenyEntry {
-  /** The state after the denial, as the script returned it. */
-  readonly state: unknown
-  /** The server's time of that decision (ms). */
-  readonly serverNow: number
-  /** Local clock when the request was sent, and when its reply came. */
-  readonly sent: number
-  readonly received: number
-  /** Local time after which the state may have fully recovered: nothing left to deny. */
-  readonly expires: number
-}
-
-/**
- * A bounded local memory of denials: per identity, the last state Redis returned with a denial,
- * and when. Rule: a request is denied locally iff the algorithm's kernel, run on that state at the
- * LATEST time the server's clock can read by now, denies its cost. Otherwise it goes to Redis.
- *
- * Why that never denies what Redis would allow: the state in Redis is that state plus whatever was
- * consumed since (consuming never makes a cost pass sooner; only Redis's own expiry, which comes
- * after full recovery, or someone deleting keys by hand, removes state), and every algorithm only
- * recovers as time passes. The server read its clock (`serverNow`, floored to the ms) after the
- * request was sent, so now it reads at most serverNow + ceil(localNow - sent) (clock rates agree;
- * drift over a recovery time is far below a ms). Any cost, not only the denied one, is answered
- * this way: a smaller cost that might pass goes to Redis.
- *
- * The answer's fields are what Redis would say, made conservative for the uncertainty of the
- * server's time (one round trip): `remaining` at the EARLIEST time the server can read by now,
- * serverNow + floor(localNow - received); `retryAfterMs` counted so that waiting it locally
- * reaches the passing time on the server's clock for sure (never early); `resetAt` the kernel's
- * (a denial does not move it). With one clock (the test hook) they are exactly Redis's answer.
- *
- * A local denial consumes nothing and writes nothing, so Redis keeps the state the kernel last
- * stored; should the server's clock later step back, a decision made there may then differ from
- * one made without the cache (the kernels' rule for such clocks is itself an approximation), but
- * no time is ever credited twice.
- *
- * Bounded: at `maxEntries`, the entry remembered longest ago goes (a lost entry costs one round
- * trip, never a wrong decision); an entry is dropped when found expired or when Redis admits.
- */
-export class DenyCache {
-  readonly maxEntries: number
-  private readonly entries = new Map<string, DenyEntry>()
-  private readonly kernel: Kernel<unknown>
-  private readonly policy: Policy
-
-  constructor (maxEntries: number, kernel: Kernel<unknown>, policy: Policy) {
-    this.maxEntries = maxEntries
-    this.kernel = kernel
-    this.policy = policy
-  }
-
-  get size (): number {
-    return this.entries.size
-  }
-
-  /** A local denial of `cost` at local time `now`, or undefined: ask Redis. */
-  answer (identity: string, cost: number, now: number): RateDenied | undefined {
-    const entry = this.entries.get(identity)
-    if (entry === undefined) return undefined
-    if (now >= entry.expires) {
-      this.entries.delete(identity)
-      return undefined
-    }
-    const latest = entry.serverNow + Math.ceil(now - entry.sent)
-    const outcome = this.kernel.consume(entry.state, this.policy, latest, cost)
-    if (outcome.allowed) return undefined
-    const earliest = entry.serverNow + Math.floor(now - entry.received)
-    const remaining = this.kernel.consume(entry.state, this.policy, earliest, cost).remaining
-    // Passes at latest + retry on the server's clock at the earliest; that clock reads at least
-    // `earliest` now.
-    return deniedDecision(remaining, latest + outcome.retryAfterMs - earliest, outcome.resetAt)
-  }
-
-  remember (identity: string, state: unknown, serverNow: number, sent: number, received: number): void {
-    const entries = this.entries
-    entries.delete(identity)
-    if (entries.size >= this.maxEntries) entries.delete(entries.keys().next().value as string)
-    const expires = sent + this.kernel.recoversAt(state, this.policy) - serverNow
-    entries.set(identity, { state, serverNow, sent, received, expires })
-  }
-
-  forget (identity: string): void {
-    this.entries.delete(identity)
-  }
-
-  clear (): void {
-    this.entries.clear()
-  }
-}
-
 /** The Redis backend: quotas shared by every process that uses the same Redis and prefix. */
 export function redisBackend (options: RedisBackendOptions): RedisBackend {
   return new RedisBackend(options)
@@ -351,46 +261,3 @@ function messageOf (error: unknown): string {
   return error instanceof Error ? error.message : String(error)
 }
 
-function clientFrom (client: unknown): RedisScriptClient {
-  const candidate = client as { evalsha?: unknown, eval?: unknown } | null
-  if (typeof candidate !== 'object' || candidate === null || typeof candidate.evalsha !== 'function' || typeof candidate.eval !== 'function') {
-    throw new RatesInvalidArgumentError('options.client', 'a Redis client with evalsha() and eval() (an ioredis or iovalkey instance)', client)
-  }
-  return client as RedisScriptClient
-}
-
-function prefixFrom (prefix: unknown): string {
-  if (prefix === undefined) return DEFAULT_PREFIX
-  if (typeof prefix !== 'string' || /[{}]/.test(prefix)) {
-    throw new RatesInvalidArgumentError('options.prefix', 'a string without { or } (the key\'s hash tag follows it)', prefix)
-  }
-  return prefix
-}
-
-function timeoutFrom (timeoutMs: unknown): number {
-  if (timeoutMs === undefined) return DEFAULT_TIMEOUT_MS
-  if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
-    throw new RatesInvalidArgumentError('options.timeoutMs', 'a positive safe integer (milliseconds)', timeoutMs)
-  }
-  return timeoutMs
-}
-
-function denyCacheFrom (denyCache: unknown): number {
-  if (denyCache === undefined) return DEFAULT_DENY_CACHE_ENTRIES
-  if (denyCache === false) return 0
-  const expected = 'false or an object { maxEntries? }'
-  if (typeof denyCache !== 'object' || denyCache === null || Object.getPrototypeOf(denyCache) !== Object.prototype) {
-    throw new RatesInvalidArgumentError('options.denyCache', expected, denyCache)
-  }
-  for (const key of Reflect.ownKeys(denyCache)) {
-    if (key !== 'maxEntries') {
-      throw new RatesInvalidArgumentError(`options.denyCache.${String(key)}`, `${expected} (unknown option)`, (denyCache as Record<PropertyKey, unknown>)[key])
-    }
-  }
-  const maxEntries = (denyCache as RedisDenyCacheOptions).maxEntries
-  if (maxEntries === undefined) return DEFAULT_DENY_CACHE_ENTRIES
-  if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
-    throw new RatesInvalidArgumentError('options.denyCache.maxEntries', 'a positive safe integer', maxEntries)
-  }
-  return maxEntries
-}
