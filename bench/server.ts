@@ -3,10 +3,21 @@
 // CPU-usage queries, and exits when the parent goes away.
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import rateLimit from '@fastify/rate-limit'
-import admission from '../lib/index.js'
+import { Redis } from 'ioredis'
+import admission, { redisBackend } from '../lib/index.js'
 import { CLIENT_HEADER, variant } from './variants.js'
 
 const HOUR = 3_600_000
+// Every Redis variant has a key prefix of its own, deleted at start, on the machine's Redis.
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+
+async function redisClient (app: FastifyInstance, prefix: string): Promise<Redis> {
+  const client = new Redis(REDIS_URL)
+  const stale = await client.keys(`${prefix}*`)
+  if (stale.length > 0) await client.del(...stale)
+  app.addHook('onClose', async () => { await client.quit() })
+  return client
+}
 const byHeader = (request: FastifyRequest): string => request.headers[CLIENT_HEADER] as string
 const oneClient = (): string => 'one'
 
@@ -67,6 +78,27 @@ async function build (name: string, keys: number): Promise<FastifyInstance> {
     case 'rl-refuse':
       await app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: oneClient })
       break
+    case 'redis-admit': {
+      const client = await redisClient(app, 'bench:admit:')
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: byHeader, backend: redisBackend({ client, prefix: 'bench:admit:' }) })
+      break
+    }
+    case 'redis-refuse':
+    case 'redis-refuse-nocache': {
+      const prefix = `bench:${name}:`
+      const client = await redisClient(app, prefix)
+      const backend = redisBackend({ client, prefix, ...(name === 'redis-refuse-nocache' ? { denyCache: false as const } : {}) })
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1, windowMs: HOUR }, key: oneClient, backend })
+      break
+    }
+    case 'rl-redis-admit':
+    case 'rl-redis-refuse': {
+      const client = await redisClient(app, `bench:${name}:`)
+      await app.register(rateLimit, name === 'rl-redis-admit'
+        ? { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader, redis: client, nameSpace: `bench:${name}:` }
+        : { max: 1, timeWindow: HOUR, keyGenerator: oneClient, redis: client, nameSpace: `bench:${name}:` })
+      break
+    }
     default:
       variant(name)
   }

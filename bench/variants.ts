@@ -16,6 +16,11 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'refuse', description: 'fastify-admission refusing (429)', status: 429, minRatio: 1.0 },
   { name: 'rl-admit', description: '@fastify/rate-limit admitting (random keys)', status: 200 },
   { name: 'rl-refuse', description: '@fastify/rate-limit refusing (429)', status: 429 },
+  { name: 'redis-admit', description: 'fastify-admission on Redis admitting (random keys)', status: 200, vs: { variant: 'rl-redis-admit', minRatio: 1.3 } },
+  { name: 'rl-redis-admit', description: '@fastify/rate-limit on Redis admitting (random keys)', status: 200 },
+  { name: 'redis-refuse', description: 'fastify-admission on Redis refusing (429, deny cache)', status: 429 },
+  { name: 'redis-refuse-nocache', description: 'fastify-admission on Redis refusing (429, denyCache: false)', status: 429 },
+  { name: 'rl-redis-refuse', description: '@fastify/rate-limit on Redis refusing (429)', status: 429 },
   // Not in the default run (BENCH_VARIANTS): where the plugin's cost goes.
   { name: 'hooks', description: 'fastify-admission, both gates off (hook cost)', status: 200 },
   { name: 'admit-noheaders', description: 'fastify-admission admitting, headers: false', status: 200 },
@@ -28,7 +33,7 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'empty-hooks-abort', description: 'empty onRequest + onResponse + onRequestAbort hooks', status: 200 }
 ]
 
-export const DEFAULT_VARIANTS = ['bare', 'admit', 'refuse', 'rl-admit', 'rl-refuse']
+export const DEFAULT_VARIANTS = ['bare', 'admit', 'refuse', 'rl-admit', 'rl-refuse', 'redis-admit', 'rl-redis-admit', 'redis-refuse', 'rl-redis-refuse']
 
 export function variant (name: string): Variant {
   const found = VARIANTS.find((v) => v.name === name)

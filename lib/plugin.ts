@@ -2,6 +2,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import type { Policy } from './core/rates/types.js'
 import { RateCheck } from './gate/rate-check.js'
+import { routeConfigReader } from './gate/route-config.js'
 import type { RouteGate } from './gate/route-gate.js'
 import { type Handler, Slots } from './gate/slots.js'
 import { policyHeader } from './headers.js'
@@ -108,9 +109,10 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
 
   fastify.addHook('onReady', (ready) => { ready(configErrors[0]) })
 
+  const configOf = routeConfigReader()
   // Shed, then limit: a request the in-flight gates refuse touches no quota.
   fastify.addHook('onRequest', function admissionOnRequest (request, reply, next) {
-    const gate = (request.routeOptions.config as unknown as Record<symbol, RouteGate | false | undefined>)[kGate] ?? unseen
+    const gate = (configOf(request)[kGate] as RouteGate | false | undefined) ?? unseen
     if (gate === false) { next(); return }
     if (!slots.take(request, reply, gate)) { check.shed(request, reply, gate, 1); return }
     if (gate.local === undefined && gate.remote === undefined) {

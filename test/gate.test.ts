@@ -200,3 +200,24 @@ t.test('no request byte reaches a header', async (t) => {
     t.equal(res.headers['x-evil'], undefined)
   }
 })
+
+t.test('the route config is read without request.routeOptions, and the same as through it', async (t) => {
+  const { routeConfigReader } = await import('../lib/gate/route-config.js')
+  const app = Fastify()
+  t.teardown(() => app.close())
+  const seen: boolean[] = []
+  const read = routeConfigReader()
+  app.addHook('onRequest', async (request) => { seen.push(read(request) === (request.routeOptions.config as unknown)) })
+  app.get('/', { config: { marker: 1 } }, async () => 'ok')
+  await app.inject('/')
+  await app.inject('/missing')
+  t.same(seen, [true, true], 'route and not-found configs')
+  // A request without Fastify's context symbol falls back to routeOptions.
+  const fallback = routeConfigReader()
+  const config = { fallback: true }
+  t.equal(fallback({ routeOptions: { config } } as never), config)
+  t.equal(fallback({ routeOptions: { config } } as never), config, 'and keeps falling back')
+  // A context without a config falls back too.
+  const empty = routeConfigReader()
+  t.equal(empty({ [Symbol('fastify.context')]: {}, routeOptions: { config } } as never), config)
+})
