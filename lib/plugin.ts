@@ -79,7 +79,8 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   const slots = new Slots(fastify, global, settings.maxInFlight === false ? 0 : settings.maxInFlight, unseen)
   const check = new RateCheck(settings, global, slots, memory?.clock ?? Date.now)
   const kGate = Symbol('admission.gate')
-  const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout ?? 0
+  // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
+  const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
   const configErrors: Error[] = []
   // GET and its automatic HEAD share one `config` object: they share one gate and its quota.
   const gatesByConfig = new WeakMap<object, RouteGate | false>()
@@ -89,7 +90,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     const name = `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`
     let gate = config === undefined ? undefined : gatesByConfig.get(config)
     if (gate === undefined) {
-      const waits = (route.handlerTimeout ?? serverTimeout) > 0
+      const waits = Number(route.handlerTimeout ?? serverTimeout) > 0
       const own = config?.admission
       try {
         const parsed = own === undefined ? undefined : validateRouteOptions(own, name, settings)
