@@ -9,6 +9,7 @@ import admission, {
 } from '../../lib/index.js'
 import * as errors from '../../lib/rates/errors.js'
 import * as memory from '../../lib/rates/memory-backend.js'
+import { rejection, thrown } from '../helpers/errors.js'
 
 /** 2023-11-14T22:13:20Z: a multiple of 1000 (and of 2500), so window starts are easy to read. */
 const T0 = 1_700_000_000_000
@@ -22,33 +23,6 @@ async function build (t: Tap, clock: Clock, options: { maxIdentities?: number } 
   return app
 }
 type Tap = Test
-
-/** The error `fn` throws synchronously. */
-function thrown (fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (error) {
-    return error
-  }
-  throw new Error('expected a synchronous throw, nothing was thrown')
-}
-
-/**
- * The reason `call()` rejects with: `call()` must return a promise (never throw synchronously)
- * and that promise must reject.
- */
-async function rejection (t: Tap, call: () => Promise<unknown>): Promise<unknown> {
-  let promise: Promise<unknown> | undefined
-  t.doesNotThrow(() => { promise = call() }, 'a rejection, not a synchronous throw')
-  t.type(promise, Promise)
-  try {
-    await promise
-  } catch (error) {
-    return error
-  }
-  t.fail('expected a rejection, the promise resolved')
-  return undefined
-}
 
 const ALLOWED_KEYS = ['allowed', 'denied', 'remaining', 'resetAt']
 const DENIED_KEYS = ['allowed', 'denied', 'remaining', 'retryAfterMs', 'resetAt']

@@ -8,6 +8,7 @@ import admission, {
   memoryBackend, type MemoryBackend, RatesPolicyConflictError, type RateLimiter, type RatePolicy
 } from '../../lib/index.js'
 import { ContextAddresses } from '../../lib/rates/context-address.js'
+import { thrown } from '../helpers/errors.js'
 
 const T0 = 1_700_000_000_000
 const P: RatePolicy = { algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }
@@ -17,15 +18,6 @@ type Tap = Test
 /** The addresses a memory backend holds quotas at (a private field, read for this test only). */
 function addressesOf (backend: MemoryBackend): string[] {
   return [...(backend as unknown as { limiters: Map<string, unknown> }).limiters.keys()]
-}
-
-function thrown (fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (error) {
-    return error
-  }
-  throw new Error('expected a synchronous throw, nothing was thrown')
 }
 
 /** Takes the whole quota of `identity` (capacity 2), then tells whether another consume passes. */

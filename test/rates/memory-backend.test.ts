@@ -9,20 +9,12 @@ import admission, {
   type Algorithm, type RateDecision, type RateLimiter, type RatePolicy
 } from '../../lib/index.js'
 import { DEFAULT_MAX_IDENTITIES, MAX_IDENTITIES_VARIABLE } from '../../lib/rates/memory-backend.js'
+import { thrown } from '../helpers/errors.js'
 
 const T0 = 1_700_000_000_000
 const VARIABLE = 'RATES_MAX_IDENTITIES'
 
 type Tap = Test
-
-function thrown (fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (error) {
-    return error
-  }
-  throw new Error('expected a synchronous throw, nothing was thrown')
-}
 
 /** Sets RATES_MAX_IDENTITIES (or unsets it: undefined) for one test, restoring it afterwards. */
 function withVariable (t: Tap, value: string | undefined): void {

@@ -1,35 +1,14 @@
 // Stop semantics through the real plugin: after app.close(), use() throws and consume() rejects
 // with RatesStoppedError; a decision already made stays made.
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { spawnSync } from 'node:child_process'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission, { memoryBackend, RatesError, RatesStoppedError, type RateLimiter, type RatePolicy } from '../../lib/index.js'
+import { rejection, thrown } from '../helpers/errors.js'
 
 const T0 = 1_700_000_000_000
 const P: RatePolicy = { algorithm: 'token-bucket', limit: 10, windowMs: 1000 }
 
-type Tap = Test
-
-function thrown (fn: () => unknown): unknown {
-  try {
-    fn()
-  } catch (error) {
-    return error
-  }
-  throw new Error('expected a synchronous throw, nothing was thrown')
-}
-
-async function rejection (t: Tap, call: () => Promise<unknown>): Promise<unknown> {
-  let promise: Promise<unknown> | undefined
-  t.doesNotThrow(() => { promise = call() }, 'a rejection, not a synchronous throw')
-  try {
-    await promise
-  } catch (error) {
-    return error
-  }
-  t.fail('expected a rejection, the promise resolved')
-  return undefined
-}
 
 t.test('after close: use() throws, consume() rejects, decisions made stay made', async (t) => {
   const clock = { now: T0 }
