@@ -3,8 +3,8 @@ import { ADMITTED, MemoryLimiter, SATURATED } from '../memory-limiter.js'
 import type { BackendLimiter, RatesBackend } from './backend.js'
 import { epochMs } from './clock.js'
 import { allowedDecision, deniedDecision, type RateDecision } from './decision.js'
-import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from './errors.js'
-import { samePolicy } from './policy.js'
+import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from './errors.js'
+import { LimiterMap } from './limiter-map.js'
 
 export interface MemoryBackendOptions {
   /**
@@ -28,7 +28,7 @@ export class MemoryBackend implements RatesBackend {
   readonly kind = 'memory'
   readonly maxIdentities: number
   readonly clock: () => number
-  private readonly limiters = new Map<string, MemoryBackendLimiter>()
+  private readonly limiters = new LimiterMap<MemoryBackendLimiter>()
   private stopped = false
 
   constructor (options: MemoryBackendOptions = {}) {
@@ -52,14 +52,7 @@ export class MemoryBackend implements RatesBackend {
 
   limiter (address: string, policy: Readonly<Policy>): MemoryBackendLimiter {
     if (this.stopped) throw new RatesStoppedError(address)
-    const existing = this.limiters.get(address)
-    if (existing !== undefined) {
-      if (!samePolicy(existing.policy, policy)) throw new RatesPolicyConflictError(address, existing.policy, policy)
-      return existing
-    }
-    const limiter = new MemoryBackendLimiter(this, address, policy)
-    this.limiters.set(address, limiter)
-    return limiter
+    return this.limiters.open(address, policy, () => new MemoryBackendLimiter(this, address, policy))
   }
 
   /** Identities with live state, over all limiters. */

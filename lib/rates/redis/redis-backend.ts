@@ -3,7 +3,8 @@ import { kernelOf, type Kernel, type Policy } from '../../core/rates/index.js'
 import type { BackendLimiter, RatesBackend } from '../backend.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../errors.js'
-import { policyFingerprint, samePolicy } from '../policy.js'
+import { LimiterMap } from '../limiter-map.js'
+import { policyFingerprint } from '../policy.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
@@ -77,7 +78,7 @@ export class RedisBackend implements RatesBackend {
   readonly timeoutMs: number
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
-  private readonly limiters = new Map<string, RedisBackendLimiter>()
+  private readonly limiters = new LimiterMap<RedisBackendLimiter>()
   private readonly testing: RedisBackendTesting | undefined
   private stopped = false
 
@@ -114,14 +115,7 @@ export class RedisBackend implements RatesBackend {
 
   limiter (address: string, policy: Readonly<Policy>): RedisBackendLimiter {
     if (this.stopped) throw new RatesStoppedError(address)
-    const existing = this.limiters.get(address)
-    if (existing !== undefined) {
-      if (!samePolicy(existing.policy, policy)) throw new RatesPolicyConflictError(address, existing.policy, policy)
-      return existing
-    }
-    const limiter = new RedisBackendLimiter(this, address, policy)
-    this.limiters.set(address, limiter)
-    return limiter
+    return this.limiters.open(address, policy, () => new RedisBackendLimiter(this, address, policy))
   }
 
   /**
