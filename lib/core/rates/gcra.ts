@@ -27,46 +27,44 @@ export function gcraScale (policy: Pick<Policy, 'limit' | 'windowMs'>): number {
   return policy.limit / gcd(policy.limit, policy.windowMs)
 }
 
-export const gcra: Kernel<GcraState> = {
-  fields: 1,
+function fresh (policy: Policy, now: number): GcraState {
+  return { tat: now * gcraScale(policy) }
+}
 
-  fresh (policy, now) {
-    return { tat: now * gcraScale(policy) }
-  },
-
-  consume (state, policy, now, cost): Outcome<GcraState> {
-    const g = gcd(policy.limit, policy.windowMs)
-    const s = policy.limit / g
-    const T = policy.windowMs / g
-    const tau = (policy.burst ?? policy.limit) * T
-    const t = now * s
-    // An identity at full capacity has tat <= now; a clock that stepped back never lowers tat.
-    const tat0 = Math.max(state.tat, t)
-    const newTat = tat0 + cost * T
-    const allowed = newTat - t <= tau
-    // A denial happens only with tat > now (a full identity admits any cost <= burst), so
-    // storing tat0 stores the state unchanged.
-    const next: GcraState = { tat: allowed ? newTat : tat0 }
-    return {
-      allowed,
-      // Whole cost-1 units: the largest k with next.tat + k * T - t <= tau.
-      remaining: Math.max(0, floorDiv(tau - (next.tat - t), T)),
-      // Admitted at now + w once tat + cost * T - (now + w) * s <= tau.
-      retryAfterMs: allowed ? 0 : ceilDiv(newTat - tau - t, s),
-      resetAt: Math.max(now, ceilDiv(next.tat, s)),
-      state: next
-    }
-  },
-
-  recoversAt (state, policy) {
-    return ceilDiv(state.tat, gcraScale(policy))
-  },
-
-  write (state, row, base) {
-    row[base] = state.tat
-  },
-
-  read (row, base) {
-    return { tat: row[base] as number }
+function consume (state: GcraState, policy: Policy, now: number, cost: number): Outcome<GcraState> {
+  const g = gcd(policy.limit, policy.windowMs)
+  const s = policy.limit / g
+  const T = policy.windowMs / g
+  const tau = (policy.burst ?? policy.limit) * T
+  const t = now * s
+  // An identity at full capacity has tat <= now; a clock that stepped back never lowers tat.
+  const tat0 = Math.max(state.tat, t)
+  const newTat = tat0 + cost * T
+  const allowed = newTat - t <= tau
+  // A denial happens only with tat > now (a full identity admits any cost <= burst), so
+  // storing tat0 stores the state unchanged.
+  const next: GcraState = { tat: allowed ? newTat : tat0 }
+  return {
+    allowed,
+    // Whole cost-1 units: the largest k with next.tat + k * T - t <= tau.
+    remaining: Math.max(0, floorDiv(tau - (next.tat - t), T)),
+    // Admitted at now + w once tat + cost * T - (now + w) * s <= tau.
+    retryAfterMs: allowed ? 0 : ceilDiv(newTat - tau - t, s),
+    resetAt: Math.max(now, ceilDiv(next.tat, s)),
+    state: next
   }
 }
+
+function recoversAt (state: GcraState, policy: Policy): number {
+  return ceilDiv(state.tat, gcraScale(policy))
+}
+
+function write (state: GcraState, row: Float64Array, base: number): void {
+  row[base] = state.tat
+}
+
+function read (row: Float64Array, base: number): GcraState {
+  return { tat: row[base] as number }
+}
+
+export const gcra: Kernel<GcraState> = { fields: 1, fresh, consume, recoversAt, write, read }

@@ -1,5 +1,5 @@
 import { ceilDiv, floorDiv } from './arithmetic.js'
-import type { Kernel, Outcome } from './types.js'
+import type { Kernel, Outcome, Policy } from './types.js'
 
 /**
  * A sliding window counter's state: cost units consumed in the aligned window that starts at
@@ -38,66 +38,64 @@ function recovers (state: SlidingWindowCounterState, windowMs: number): number {
   return state.start
 }
 
-export const slidingWindowCounter: Kernel<SlidingWindowCounterState> = {
-  fields: 3,
+function fresh (policy: Policy, now: number): SlidingWindowCounterState {
+  return { start: windowStart(now, policy.windowMs), previous: 0, current: 0 }
+}
 
-  fresh (policy, now) {
-    return { start: windowStart(now, policy.windowMs), previous: 0, current: 0 }
-  },
-
-  consume (state, policy, now, cost): Outcome<SlidingWindowCounterState> {
-    const { limit, windowMs: W } = policy
-    const s = roll(state, now, W)
-    const { start, previous: p, current: c } = s
-    // Elapsed time in the window. A clock that stepped back before the stored window counts as its
-    // first tick, where the estimate is highest: never lower than at any time already seen.
-    const e = Math.max(0, now - start)
-    // Admit iff p * (W - e) + (c + cost) * W <= limit * W, i.e. p * (W - e) <= room * W.
-    const room = limit - c - cost
-    const allowed = p * (W - e) <= room * W
-    const next: SlidingWindowCounterState = allowed ? { start, previous: p, current: c + cost } : s
-    // Whole cost-1 units left: the largest k with p * (W - e) + (current + k) * W <= limit * W.
-    const remaining = Math.max(0, limit - ceilDiv(p * (W - e), W) - next.current)
-    let retryAfterMs = 0
-    if (!allowed) {
-      // Nothing else consumed, the estimate only falls with time, so the least wait is closed form.
-      // `untilNext` is the wait until the next window starts (it includes the gap of a clock that
-      // stepped back before `start`, during which the estimate stays at its e = 0 value).
-      const untilNext = start + W - now
-      if (room >= 0) {
-        // c + cost fits in a window: still in this window, as soon as the previous window's share
-        // has decayed to p * (W - e') <= room * W, i.e. W - e' <= floor(room * W / p); p > 0
-        // here, or the cost would have passed. floor(...) = 0 gives the next window's start,
-        // where the estimate is (c + cost) * W <= limit * W.
-        retryAfterMs = untilNext - floorDiv(room * W, p)
-      } else {
-        // c + cost > limit: not in this window. In the next one, with previous' = c (> 0, since
-        // cost <= limit) and current' = 0, at elapsed e' once c * (W - e') + cost * W <= limit * W,
-        // i.e. e' >= ceil(-room * W / c). That is W exactly when cost = limit: the start of the
-        // window after, where both counts are gone.
-        retryAfterMs = untilNext + ceilDiv(-room * W, c)
-      }
+function consume (state: SlidingWindowCounterState, policy: Policy, now: number, cost: number): Outcome<SlidingWindowCounterState> {
+  const { limit, windowMs: W } = policy
+  const s = roll(state, now, W)
+  const { start, previous: p, current: c } = s
+  // Elapsed time in the window. A clock that stepped back before the stored window counts as its
+  // first tick, where the estimate is highest: never lower than at any time already seen.
+  const e = Math.max(0, now - start)
+  // Admit iff p * (W - e) + (c + cost) * W <= limit * W, i.e. p * (W - e) <= room * W.
+  const room = limit - c - cost
+  const allowed = p * (W - e) <= room * W
+  const next: SlidingWindowCounterState = allowed ? { start, previous: p, current: c + cost } : s
+  // Whole cost-1 units left: the largest k with p * (W - e) + (current + k) * W <= limit * W.
+  const remaining = Math.max(0, limit - ceilDiv(p * (W - e), W) - next.current)
+  let retryAfterMs = 0
+  if (!allowed) {
+    // Nothing else consumed, the estimate only falls with time, so the least wait is closed form.
+    // `untilNext` is the wait until the next window starts (it includes the gap of a clock that
+    // stepped back before `start`, during which the estimate stays at its e = 0 value).
+    const untilNext = start + W - now
+    if (room >= 0) {
+      // c + cost fits in a window: still in this window, as soon as the previous window's share
+      // has decayed to p * (W - e') <= room * W, i.e. W - e' <= floor(room * W / p); p > 0
+      // here, or the cost would have passed. floor(...) = 0 gives the next window's start,
+      // where the estimate is (c + cost) * W <= limit * W.
+      retryAfterMs = untilNext - floorDiv(room * W, p)
+    } else {
+      // c + cost > limit: not in this window. In the next one, with previous' = c (> 0, since
+      // cost <= limit) and current' = 0, at elapsed e' once c * (W - e') + cost * W <= limit * W,
+      // i.e. e' >= ceil(-room * W / c). That is W exactly when cost = limit: the start of the
+      // window after, where both counts are gone.
+      retryAfterMs = untilNext + ceilDiv(-room * W, c)
     }
-    return {
-      allowed,
-      remaining,
-      retryAfterMs,
-      resetAt: Math.max(now, recovers(next, W)),
-      state: next
-    }
-  },
-
-  recoversAt (state, policy) {
-    return recovers(state, policy.windowMs)
-  },
-
-  write (state, row, base) {
-    row[base] = state.start
-    row[base + 1] = state.previous
-    row[base + 2] = state.current
-  },
-
-  read (row, base) {
-    return { start: row[base] as number, previous: row[base + 1] as number, current: row[base + 2] as number }
+  }
+  return {
+    allowed,
+    remaining,
+    retryAfterMs,
+    resetAt: Math.max(now, recovers(next, W)),
+    state: next
   }
 }
+
+function recoversAt (state: SlidingWindowCounterState, policy: Policy): number {
+  return recovers(state, policy.windowMs)
+}
+
+function write (state: SlidingWindowCounterState, row: Float64Array, base: number): void {
+  row[base] = state.start
+  row[base + 1] = state.previous
+  row[base + 2] = state.current
+}
+
+function read (row: Float64Array, base: number): SlidingWindowCounterState {
+  return { start: row[base] as number, previous: row[base + 1] as number, current: row[base + 2] as number }
+}
+
+export const slidingWindowCounter: Kernel<SlidingWindowCounterState> = { fields: 3, fresh, consume, recoversAt, write, read }

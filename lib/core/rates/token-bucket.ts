@@ -25,38 +25,36 @@ function fullAt (state: TokenBucketState, capacity: number, limit: number): numb
   return state.last + ceilDiv(Math.max(0, capacity - state.tokens), limit)
 }
 
-export const tokenBucket: Kernel<TokenBucketState> = {
-  fields: 2,
+function fresh (policy: Policy, now: number): TokenBucketState {
+  return newBucket(shape(policy).capacity, now)
+}
 
-  fresh (policy, now) {
-    return newBucket(shape(policy).capacity, now)
-  },
-
-  consume (state, policy, now, cost): Outcome<TokenBucketState> {
-    const config = shape(policy)
-    const r = take(state, config, now, cost * policy.windowMs)
-    const next: TokenBucketState = { tokens: r.tokens, last: r.last }
-    return {
-      allowed: r.ok,
-      remaining: floorDiv(r.tokens, policy.windowMs),
-      // `take` counts its wait from `last`; when the caller's clock stepped back (now < last),
-      // nothing refills until `last`, so that gap is part of the wait.
-      retryAfterMs: r.ok ? 0 : r.retry + (r.last - now),
-      resetAt: fullAt(next, config.capacity, policy.limit),
-      state: next
-    }
-  },
-
-  recoversAt (state, policy) {
-    return fullAt(state, shape(policy).capacity, policy.limit)
-  },
-
-  write (state, row, base) {
-    row[base] = state.tokens
-    row[base + 1] = state.last
-  },
-
-  read (row, base) {
-    return { tokens: row[base] as number, last: row[base + 1] as number }
+function consume (state: TokenBucketState, policy: Policy, now: number, cost: number): Outcome<TokenBucketState> {
+  const config = shape(policy)
+  const r = take(state, config, now, cost * policy.windowMs)
+  const next: TokenBucketState = { tokens: r.tokens, last: r.last }
+  return {
+    allowed: r.ok,
+    remaining: floorDiv(r.tokens, policy.windowMs),
+    // `take` counts its wait from `last`; when the caller's clock stepped back (now < last),
+    // nothing refills until `last`, so that gap is part of the wait.
+    retryAfterMs: r.ok ? 0 : r.retry + (r.last - now),
+    resetAt: fullAt(next, config.capacity, policy.limit),
+    state: next
   }
 }
+
+function recoversAt (state: TokenBucketState, policy: Policy): number {
+  return fullAt(state, shape(policy).capacity, policy.limit)
+}
+
+function write (state: TokenBucketState, row: Float64Array, base: number): void {
+  row[base] = state.tokens
+  row[base + 1] = state.last
+}
+
+function read (row: Float64Array, base: number): TokenBucketState {
+  return { tokens: row[base] as number, last: row[base + 1] as number }
+}
+
+export const tokenBucket: Kernel<TokenBucketState> = { fields: 2, fresh, consume, recoversAt, write, read }
