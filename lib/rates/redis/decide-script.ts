@@ -62,7 +62,9 @@ else
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- arithmetic.ts
+-- arithmetic.ts (windowStart(t, w), math.floor(t / w) * w, is written inline where it is used).
+-- Every call of a script runs its whole text again: only these two helpers are closures, and each
+-- algorithm below is one branch of plain locals, so a call builds nothing for the others.
 local function floorDiv(a, b)
   local r = math.fmod(math.fmod(a, b) + b, b)
   return (a - r) / b
@@ -72,185 +74,174 @@ local function ceilDiv(a, b)
   return -floorDiv(-a, b)
 end
 
-local function windowStart(t, w)
-  return math.floor(t / w) * w
-end
-
--- Each algorithm: fields (numbers per state), fresh(now) -> state, and
+-- Each algorithm: fields (numbers per state) and, in its branch below, fresh(now) -> state and
 -- decide(state, now, cost) -> allowed, remaining, retryAfterMs, resetAt, next state, recoversAt.
-local kernels = {}
-
--- token-bucket.ts on bucket.ts take(): units of 1/windowMs of a token, capacity burst * windowMs,
--- limit units a tick (interval 1), a cost c takes c * windowMs units.
-kernels['token-bucket'] = {
-  fields = 2,
-  fresh = function(t)
-    return { burst * windowMs, t }
-  end,
-  decide = function(s, t, c)
-    local capacity = burst * windowMs
-    local units = c * windowMs
-    -- take(): refill whole ticks only; a clock that stepped back refills nothing; a stored state
-    -- above capacity is capped. steps * limit may leave the safe range: the cap keeps it exact.
-    local tokens = math.min(capacity, s[1])
-    local last = s[2]
-    if t > last then
-      local steps = math.floor((t - last) / 1)
-      if steps > 0 then
-        tokens = math.min(capacity, tokens + steps * limit)
-        last = last + steps * 1
-      end
-    end
-    local allowed = tokens >= units
-    local retry = 0
-    if allowed then
-      tokens = tokens - units
-    else
-      -- take()'s wait counts from last; a clock that stepped back waits for the gap too.
-      retry = math.ceil(((units - tokens) * 1) / limit) + (last - t)
-    end
-    -- fullAt(): nothing refills before last, then limit units a tick.
-    local full = last + ceilDiv(math.max(0, capacity - tokens), limit)
-    return allowed, floorDiv(tokens, windowMs), retry, full, { tokens, last }, full
-  end
-}
-
--- fixed-window.ts: windows aligned to multiples of windowMs; roll forward only.
-local function fixedRecovers(s)
-  if s[2] > 0 then return s[1] + windowMs end
-  return s[1]
-end
-
-kernels['fixed-window'] = {
-  fields = 2,
-  fresh = function(t)
-    return { windowStart(t, windowMs), 0 }
-  end,
-  decide = function(s, t, c)
-    local current = windowStart(t, windowMs)
-    local rolled = s
-    if current > s[1] then rolled = { current, 0 } end
-    local allowed = rolled[2] + c <= limit
-    local nxt = rolled
-    if allowed then nxt = { rolled[1], rolled[2] + c } end
-    local retry = 0
-    if not allowed then retry = nxt[1] + windowMs - t end
-    local recovers = fixedRecovers(nxt)
-    return allowed, limit - nxt[2], retry, math.max(t, recovers), nxt, recovers
-  end
-}
-
--- sliding-window-counter.ts: the estimate previous * (W - e) / W + current, multiplied by W.
-local function slidingRecovers(s)
-  if s[3] > 0 then return s[1] + 2 * windowMs end
-  if s[2] > 0 then return s[1] + windowMs end
-  return s[1]
-end
-
-kernels['sliding-window-counter'] = {
-  fields = 3,
-  fresh = function(t)
-    return { windowStart(t, windowMs), 0, 0 }
-  end,
-  decide = function(s, t, c)
-    local W = windowMs
-    -- roll(): forward only; one window on, current becomes previous; further on, both are gone.
-    local start = windowStart(t, W)
-    local rolled
-    if start <= s[1] then
-      rolled = s
-    elseif start == s[1] + W then
-      rolled = { start, s[3], 0 }
-    else
-      rolled = { start, 0, 0 }
-    end
-    start = rolled[1]
-    local p = rolled[2]
-    local cur = rolled[3]
-    local e = math.max(0, t - start)
-    local room = limit - cur - c
-    local allowed = p * (W - e) <= room * W
-    local nxt = rolled
-    if allowed then nxt = { start, p, cur + c } end
-    local remaining = math.max(0, limit - ceilDiv(p * (W - e), W) - nxt[3])
-    local retry = 0
-    if not allowed then
-      local untilNext = start + W - t
-      if room >= 0 then
-        retry = untilNext - floorDiv(room * W, p)
-      else
-        retry = untilNext + ceilDiv(-room * W, cur)
-      end
-    end
-    local recovers = slidingRecovers(nxt)
-    return allowed, remaining, retry, math.max(t, recovers), nxt, recovers
-  end
-}
-
--- gcra.ts: one theoretical arrival time, in units of 1/s ms, s = limit / gcd(limit, windowMs).
-local g = limit
-local b = windowMs
-while b ~= 0 do
-  g, b = b, math.fmod(g, b)
-end
-local scale = limit / g
-local interval = windowMs / g
-
-kernels['gcra'] = {
-  fields = 1,
-  fresh = function(t)
-    return { t * scale }
-  end,
-  decide = function(s, t, c)
-    local tau = burst * interval
-    local ts = t * scale
-    local tat0 = math.max(s[1], ts)
-    local newTat = tat0 + c * interval
-    local allowed = newTat - ts <= tau
-    local tat = tat0
-    if allowed then tat = newTat end
-    local remaining = math.max(0, floorDiv(tau - (tat - ts), interval))
-    local retry = 0
-    if not allowed then retry = ceilDiv(newTat - tau - ts, scale) end
-    local recovers = ceilDiv(tat, scale)
-    return allowed, remaining, retry, math.max(t, recovers), { tat }, recovers
-  end
-}
-
-local kernel = kernels[algorithm]
-if not kernel then
+-- A state is n1, n2[, n3], in the order of the stored value.
+local fields
+if algorithm == 'token-bucket' or algorithm == 'fixed-window' then
+  fields = 2
+elseif algorithm == 'sliding-window-counter' then
+  fields = 3
+elseif algorithm == 'gcra' then
+  fields = 1
+else
   return redis.error_reply('fastify-admission: unknown algorithm ' .. algorithm)
 end
 
--- The stored state, checked against the caller's policy.
+-- The stored state, checked against the caller's policy. A field that is not a number is skipped
+-- (its field count, of numbers, then decides whether the state is readable).
 local stored = redis.call('GET', key)
-local state
+local fresh = true
+local n1, n2, n3
 if stored then
   local storedFingerprint, rest = string.match(stored, '^(%S*)(.*)$')
   if storedFingerprint ~= fingerprint then
     return { 1, storedFingerprint }
   end
-  state = {}
+  local count = 0
   for field in string.gmatch(rest, '%S+') do
-    state[#state + 1] = tonumber(field)
+    local v = tonumber(field)
+    if v then
+      count = count + 1
+      if count == 1 then n1 = v elseif count == 2 then n2 = v elseif count == 3 then n3 = v end
+    end
   end
-  if #state ~= kernel.fields then
+  if count ~= fields then
     return { 2 }
   end
-  for i = 1, kernel.fields do
-    if not state[i] then return { 2 } end
-  end
-else
-  state = kernel.fresh(now)
+  fresh = false
 end
 
-local allowed, remaining, retryAfterMs, resetAt, nxt, recoversAt = kernel.decide(state, now, cost)
+local t = now
+local c = cost
+local allowed, remaining, retryAfterMs, resetAt, recoversAt
+
+if algorithm == 'token-bucket' then
+  -- token-bucket.ts on bucket.ts take(): units of 1/windowMs of a token, capacity burst * windowMs,
+  -- limit units a tick (interval 1), a cost c takes c * windowMs units.
+  if fresh then
+    n1, n2 = burst * windowMs, t
+  end
+  local capacity = burst * windowMs
+  local units = c * windowMs
+  -- take(): refill whole ticks only; a clock that stepped back refills nothing; a stored state
+  -- above capacity is capped. steps * limit may leave the safe range: the cap keeps it exact.
+  local tokens = math.min(capacity, n1)
+  local last = n2
+  if t > last then
+    local steps = math.floor((t - last) / 1)
+    if steps > 0 then
+      tokens = math.min(capacity, tokens + steps * limit)
+      last = last + steps * 1
+    end
+  end
+  allowed = tokens >= units
+  local retry = 0
+  if allowed then
+    tokens = tokens - units
+  else
+    -- take()'s wait counts from last; a clock that stepped back waits for the gap too.
+    retry = math.ceil(((units - tokens) * 1) / limit) + (last - t)
+  end
+  -- fullAt(): nothing refills before last, then limit units a tick.
+  local full = last + ceilDiv(math.max(0, capacity - tokens), limit)
+  remaining, retryAfterMs, resetAt, recoversAt = floorDiv(tokens, windowMs), retry, full, full
+  n1, n2 = tokens, last
+
+elseif algorithm == 'fixed-window' then
+  -- fixed-window.ts: windows aligned to multiples of windowMs; roll forward only.
+  if fresh then
+    n1, n2 = math.floor(t / windowMs) * windowMs, 0
+  end
+  local current = math.floor(t / windowMs) * windowMs
+  if current > n1 then n1, n2 = current, 0 end
+  allowed = n2 + c <= limit
+  if allowed then n2 = n2 + c end
+  local retry = 0
+  if not allowed then retry = n1 + windowMs - t end
+  -- recovers: the window's end while it counts anything, else its start.
+  local recovers = n1
+  if n2 > 0 then recovers = n1 + windowMs end
+  remaining, retryAfterMs, resetAt, recoversAt = limit - n2, retry, math.max(t, recovers), recovers
+
+elseif algorithm == 'sliding-window-counter' then
+  -- sliding-window-counter.ts: the estimate previous * (W - e) / W + current, multiplied by W.
+  -- State: n1 start, n2 previous, n3 current.
+  local W = windowMs
+  if fresh then
+    n1, n2, n3 = math.floor(t / W) * W, 0, 0
+  end
+  -- roll(): forward only; one window on, current becomes previous; further on, both are gone.
+  local start = math.floor(t / W) * W
+  if start <= n1 then
+    start = n1
+  elseif start == n1 + W then
+    n2, n3 = n3, 0
+  else
+    n2, n3 = 0, 0
+  end
+  n1 = start
+  local p = n2
+  local cur = n3
+  local e = math.max(0, t - start)
+  local room = limit - cur - c
+  allowed = p * (W - e) <= room * W
+  if allowed then n3 = cur + c end
+  remaining = math.max(0, limit - ceilDiv(p * (W - e), W) - n3)
+  local retry = 0
+  if not allowed then
+    local untilNext = start + W - t
+    if room >= 0 then
+      retry = untilNext - floorDiv(room * W, p)
+    else
+      retry = untilNext + ceilDiv(-room * W, cur)
+    end
+  end
+  -- recovers: two windows on while current counts anything, one while previous does.
+  local recovers = n1
+  if n3 > 0 then
+    recovers = n1 + 2 * W
+  elseif n2 > 0 then
+    recovers = n1 + W
+  end
+  retryAfterMs, resetAt, recoversAt = retry, math.max(t, recovers), recovers
+
+else
+  -- gcra.ts: one theoretical arrival time, in units of 1/s ms, s = limit / gcd(limit, windowMs).
+  local g = limit
+  local b = windowMs
+  while b ~= 0 do
+    g, b = b, math.fmod(g, b)
+  end
+  local scale = limit / g
+  local interval = windowMs / g
+  if fresh then
+    n1 = t * scale
+  end
+  local tau = burst * interval
+  local ts = t * scale
+  local tat0 = math.max(n1, ts)
+  local newTat = tat0 + c * interval
+  allowed = newTat - ts <= tau
+  local tat = tat0
+  if allowed then tat = newTat end
+  remaining = math.max(0, floorDiv(tau - (tat - ts), interval))
+  local retry = 0
+  if not allowed then retry = ceilDiv(newTat - tau - ts, scale) end
+  local recovers = ceilDiv(tat, scale)
+  retryAfterMs, resetAt, recoversAt = retry, math.max(t, recovers), recovers
+  n1 = tat
+end
 
 -- Integers as decimal digits: '%.0f' is exact for every integer double (tostring() keeps only 14
 -- significant digits).
-local value = fingerprint
-for i = 1, kernel.fields do
-  value = value .. ' ' .. string.format('%.0f', nxt[i])
+local value
+if fields == 1 then
+  value = string.format('%s %.0f', fingerprint, n1)
+elseif fields == 2 then
+  value = string.format('%s %.0f %.0f', fingerprint, n1, n2)
+else
+  value = string.format('%s %.0f %.0f %.0f', fingerprint, n1, n2, n3)
 end
 -- A denial often leaves the state as it was: then there is nothing to write (nor to replicate),
 -- and the TTL already ends at the same recoversAt.
@@ -266,11 +257,12 @@ end
 if allowed then
   return { 0, 1, remaining, retryAfterMs, resetAt, now }
 end
-local reply = { 0, 0, remaining, retryAfterMs, resetAt, now }
-for i = 1, kernel.fields do
-  reply[6 + i] = nxt[i]
+if fields == 1 then
+  return { 0, 0, remaining, retryAfterMs, resetAt, now, n1 }
+elseif fields == 2 then
+  return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2 }
 end
-return reply
+return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2, n3 }
 `
 
 /** The script's SHA-1, as `EVALSHA` names it. */
