@@ -1,3 +1,5 @@
+import { RatesInvalidArgumentError } from './errors.js'
+
 /**
  * Structural addresses of Fastify encapsulation contexts: the path of plugin names (and
  * prefixes) from the context that registered this plugin. The same code gives the same address in
@@ -34,7 +36,7 @@ export class ContextAddresses {
     const known = this.addresses.get(instance)
     if (known !== undefined) return known
     const parent = Object.getPrototypeOf(instance) as object | null
-    if (parent === null) throw new Error('fastify-admission: a context outside the registering instance asked for an address')
+    if (parent === null) throw new RatesInvalidArgumentError('this', 'a Fastify instance inside the one that registered fastify-admission (a context outside it asked for an address)', instance)
     const context = instance as { pluginName?: string, prefix?: string }
     return this.register(instance, context.pluginName, context.prefix)
   }

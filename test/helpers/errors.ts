@@ -1,4 +1,5 @@
 import type { Test } from 'tap'
+import { RatesInvalidArgumentError } from '../../lib/rates/errors.js'
 
 /** The error `fn` throws synchronously. */
 export function thrown (fn: () => unknown): unknown {
@@ -25,4 +26,11 @@ export async function rejection (t: Test, call: () => Promise<unknown>): Promise
   }
   t.fail('expected a rejection, the promise resolved')
   return undefined
+}
+
+/** The error `fn` throws, which must be a RatesInvalidArgumentError. */
+export function invalid (fn: () => unknown): RatesInvalidArgumentError {
+  const error = thrown(fn)
+  if (error instanceof RatesInvalidArgumentError) return error
+  throw error
 }

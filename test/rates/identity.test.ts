@@ -2,19 +2,9 @@ import t from 'tap'
 import fc from 'fast-check'
 import { encodeIdentity, validateCost, MAX_IDENTITY_BYTES, MAX_IDENTITY_PARTS } from '../../lib/rates/identity.js'
 import { RatesError, RatesInvalidArgumentError } from '../../lib/rates/errors.js'
+import { invalid } from '../helpers/errors.js'
 
 type Primitive = string | number | bigint | boolean
-
-/** The error `fn` throws, which must be a RatesInvalidArgumentError. */
-function invalid (fn: () => unknown): RatesInvalidArgumentError {
-  try {
-    fn()
-  } catch (error) {
-    if (error instanceof RatesInvalidArgumentError) return error
-    throw error
-  }
-  throw new Error('expected a RatesInvalidArgumentError, nothing was thrown')
-}
 
 /** Structural, typed equality of identities: what the encoding must distinguish, and nothing more. */
 function sameIdentity (a: unknown, b: unknown): boolean {

@@ -5,19 +5,9 @@ import {
 } from '../../lib/rates/policy.js'
 import { RatesError, RatesInvalidArgumentError } from '../../lib/rates/errors.js'
 import type { Algorithm, Policy } from '../../lib/core/rates/types.js'
+import { invalid } from '../helpers/errors.js'
 
 const MAX = Number.MAX_SAFE_INTEGER
-
-/** The error `fn` throws, which must be a RatesInvalidArgumentError. */
-function invalid (fn: () => unknown): RatesInvalidArgumentError {
-  try {
-    fn()
-  } catch (error) {
-    if (error instanceof RatesInvalidArgumentError) return error
-    throw error
-  }
-  throw new Error('expected a RatesInvalidArgumentError, nothing was thrown')
-}
 
 const ONE_OF = "one of 'token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'"
 const PLAIN = 'a plain object { algorithm, limit, windowMs, burst? }'
