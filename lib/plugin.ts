@@ -119,20 +119,11 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     if (gate.local === undefined && gate.remote === undefined) {
       global.admitted++
       gate.counters.admitted++
+      slots.follow(request, reply)
       next()
       return
     }
     check.run(request, reply, gate, next)
-  })
-
-  fastify.addHook('onResponse', function admissionOnResponse (request, _reply, next) {
-    slots.responded(request)
-    next()
-  })
-
-  fastify.addHook('onRequestAbort', function admissionOnRequestAbort (request, next) {
-    slots.aborted(request)
-    next()
   })
 
   const stats = (): AdmissionStats => {

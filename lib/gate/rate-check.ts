@@ -49,10 +49,16 @@ export class RateCheck {
         return
       }
       if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, local.remaining, local.resetAt, now)
-      if (verdict === ADMITTED) this.admit(gate, next)
-      else this.limit(request, reply, gate, local.retryAfterMs)
+      if (verdict === ADMITTED) {
+        this.slots.follow(request, reply)
+        this.admit(gate, next)
+      } else {
+        this.limit(request, reply, gate, local.retryAfterMs)
+      }
       return
     }
+    // The client may go away during the round trip: the slot follows the request from here.
+    this.slots.follow(request, reply)
     const remote = gate.remote!
     remote.consume(this.keyOf(request), gate.cost).then(
       (decision: RateDecision) => {
@@ -93,6 +99,8 @@ export class RateCheck {
     this.global.unavailable++
     gate.counters.unavailable++
     if (this.settings.onBackendError === 'allow') {
+      // The remote path follows the request from before its round trip.
+      if (gate.remote === undefined) this.slots.follow(request, reply)
       this.admit(gate, next)
       return
     }

@@ -30,15 +30,24 @@ export class Slots {
   private readonly kGate = Symbol('admission.gate')
   private readonly kWork = Symbol('admission.work')
   private readonly kReply = Symbol('admission.reply')
+  private readonly kRequest = Symbol('admission.request')
   private readonly global: GateCounters
   private readonly maxInFlight: number
   /** Requests of routes never seen: their handler is not watched. */
   private readonly unwatched: RouteGate
+  private readonly onClose: (this: Fields & FastifyReply['raw']) => void
 
   constructor (fastify: FastifyInstance, global: GateCounters, maxInFlight: number, unwatched: RouteGate) {
     this.global = global
     this.maxInFlight = maxInFlight
     this.unwatched = unwatched
+    const slots = this
+    // One function for every response (`this` is the response): no closure per request.
+    this.onClose = function admissionResponseClosed (this: Fields & FastifyReply['raw']) {
+      const request = this[slots.kRequest] as FastifyRequest
+      if (this.writableEnded) slots.responded(request)
+      else slots.aborted(request)
+    }
     fastify.decorateRequest(this.kFlags, 0)
     fastify.decorateRequest(this.kGate, null)
     fastify.decorateRequest(this.kWork, null)
@@ -73,6 +82,19 @@ export class Slots {
     return true
   }
 
+  /**
+   * Follows a request that holds its slot past `onRequest` to its end. One `close` listener on the
+   * response tells both ends: after the response is written (`writableEnded`) and after the client
+   * went away first. Fastify's `onResponse` and `onRequestAbort` hooks would tell the same with two
+   * listeners and two hook runs on every request, refused ones included; this runs only for the
+   * requests that hold a slot.
+   */
+  follow (request: FastifyRequest, reply: FastifyReply): void {
+    const raw = reply.raw as unknown as Fields & FastifyReply['raw']
+    raw[this.kRequest] = request
+    raw.on('close', this.onClose)
+  }
+
   /** Gives back every slot the request holds, once. */
   free (request: FastifyRequest): void {
     const fields = request as unknown as Fields
@@ -84,8 +106,8 @@ export class Slots {
     counters.inFlight = release(counters.inFlight)
   }
 
-  /** `onResponse`: the response is written; the slot goes back unless the handler still runs. */
-  responded (request: FastifyRequest): void {
+  /** The response is written; the slot goes back unless the handler still runs. */
+  private responded (request: FastifyRequest): void {
     const fields = request as unknown as Fields
     const flags = fields[this.kFlags] as number
     if ((flags & HELD) === 0) return
@@ -123,8 +145,8 @@ export class Slots {
     }
   }
 
-  /** `onRequestAbort`: the client is gone; the slot waits for the handler's work to end. */
-  aborted (request: FastifyRequest): void {
+  /** The response closed before it was written (client abort, connection timeout): the slot waits for the handler's work to end. */
+  private aborted (request: FastifyRequest): void {
     const fields = request as unknown as Fields
     const flags = fields[this.kFlags] as number
     if ((flags & HELD) === 0) return
