@@ -40,10 +40,19 @@ export class RateCheck {
 
   /** Runs the check; calls `next` when the request may go on, or answers it. */
   run (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, next: Next): void {
+    let key: string
+    try {
+      key = this.keyOf(request)
+    } catch (error) {
+      // Fastify answers 500; the request holds its slot but is not followed yet.
+      this.slots.free(request)
+      next(error as Error)
+      return
+    }
     const local = gate.local
     if (local !== undefined) {
       const now = this.clock()
-      const verdict = local.consume(this.keyOf(request), now, gate.cost)
+      const verdict = local.consume(key, now, gate.cost)
       if (verdict === SATURATED) {
         this.unavailable(request, reply, gate, local.retryAfterMs, next)
         return
@@ -60,7 +69,7 @@ export class RateCheck {
     // The client may go away during the round trip: the slot follows the request from here.
     this.slots.follow(request, reply)
     const remote = gate.remote!
-    remote.consume(this.keyOf(request), gate.cost).then(
+    remote.consume(key, gate.cost).then(
       (decision: RateDecision) => {
         if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, decision.remaining, decision.resetAt, this.clock())
         if (decision.allowed) this.admit(gate, next)
