@@ -115,11 +115,11 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   fastify.addHook('onRequest', function admissionOnRequest (request, reply, next) {
     const gate = (configOf(request)[kGate] as RouteGate | false | undefined) ?? unseen
     if (gate === false) { next(); return }
-    if (!slots.take(request, reply, gate)) { check.shed(request, reply, gate, 1); return }
+    if (!slots.take(request, gate)) { check.shed(request, reply, gate, 1); return }
     if (gate.local === undefined && gate.remote === undefined) {
       global.admitted++
       gate.counters.admitted++
-      slots.follow(request, reply)
+      slots.follow(reply)
       next()
       return
     }

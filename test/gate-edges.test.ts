@@ -39,7 +39,7 @@ t.test('Slots.free gives back once: a second call changes nothing', async (t) =>
   const gate = { counters: newCounters(), maxInFlight: 0 } as unknown as RouteGate
   const slots = new Slots(fastify, global, 2, gate)
   const request = {} as never
-  t.ok(slots.take(request, {} as never, gate))
+  t.ok(slots.take(request, gate))
   t.equal(global.inFlight, 1)
   slots.free(request)
   slots.free(request)

@@ -59,7 +59,7 @@ export class RateCheck {
       }
       if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, local.remaining, local.resetAt, now)
       if (verdict === ADMITTED) {
-        this.slots.follow(request, reply)
+        this.slots.follow(reply)
         this.admit(gate, next)
       } else {
         this.limit(request, reply, gate, local.retryAfterMs)
@@ -67,7 +67,7 @@ export class RateCheck {
       return
     }
     // The client may go away during the round trip: the slot follows the request from here.
-    this.slots.follow(request, reply)
+    this.slots.follow(reply)
     const remote = gate.remote!
     remote.consume(key, gate.cost).then(
       (decision: RateDecision) => {
@@ -109,7 +109,7 @@ export class RateCheck {
     gate.counters.unavailable++
     if (this.settings.onBackendError === 'allow') {
       // The remote path follows the request from before its round trip.
-      if (gate.remote === undefined) this.slots.follow(request, reply)
+      if (gate.remote === undefined) this.slots.follow(reply)
       this.admit(gate, next)
       return
     }

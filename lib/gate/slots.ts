@@ -29,8 +29,8 @@ export class Slots {
   private readonly kFlags = Symbol('admission.flags')
   private readonly kGate = Symbol('admission.gate')
   private readonly kWork = Symbol('admission.work')
+  /** On the raw response: the reply it belongs to. */
   private readonly kReply = Symbol('admission.reply')
-  private readonly kRequest = Symbol('admission.request')
   private readonly global: GateCounters
   private readonly maxInFlight: number
   /** Requests of routes never seen: their handler is not watched. */
@@ -44,18 +44,17 @@ export class Slots {
     const slots = this
     // One function for every response (`this` is the response): no closure per request.
     this.onClose = function admissionResponseClosed (this: Fields & FastifyReply['raw']) {
-      const request = this[slots.kRequest] as FastifyRequest
-      if (this.writableEnded) slots.responded(request)
-      else slots.aborted(request)
+      const reply = this[slots.kReply] as FastifyReply
+      if (this.writableEnded) slots.responded(reply.request)
+      else slots.aborted(reply.request, reply)
     }
     fastify.decorateRequest(this.kFlags, 0)
     fastify.decorateRequest(this.kGate, null)
     fastify.decorateRequest(this.kWork, null)
-    fastify.decorateRequest(this.kReply, null)
   }
 
   /** Takes the global slot, then the route's; false (holding nothing) when either is full. */
-  take (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): boolean {
+  take (request: FastifyRequest, gate: RouteGate): boolean {
     const global = this.global
     const counters = gate.counters
     let flags = HELD_ROUTE
@@ -78,7 +77,6 @@ export class Slots {
     const fields = request as unknown as Fields
     fields[this.kFlags] = flags
     fields[this.kGate] = gate
-    fields[this.kReply] = reply
     return true
   }
 
@@ -89,9 +87,9 @@ export class Slots {
    * listeners and two hook runs on every request, refused ones included; this runs only for the
    * requests that hold a slot.
    */
-  follow (request: FastifyRequest, reply: FastifyReply): void {
+  follow (reply: FastifyReply): void {
     const raw = reply.raw as unknown as Fields & FastifyReply['raw']
-    raw[this.kRequest] = request
+    raw[this.kReply] = reply
     raw.on('close', this.onClose)
   }
 
@@ -146,7 +144,7 @@ export class Slots {
   }
 
   /** The response closed before it was written (client abort, connection timeout): the slot waits for the handler's work to end. */
-  private aborted (request: FastifyRequest): void {
+  private aborted (request: FastifyRequest, reply: FastifyReply): void {
     const fields = request as unknown as Fields
     const flags = fields[this.kFlags] as number
     if ((flags & HELD) === 0) return
@@ -158,7 +156,6 @@ export class Slots {
       work.then(end, end)
       return
     }
-    const reply = fields[this.kReply] as FastifyReply
     if (reply.sent || fields[this.kGate] === this.unwatched) {
       this.free(request)
       return
