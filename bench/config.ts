@@ -41,7 +41,7 @@ export function readConfig (): BenchConfig {
   if (!variants.includes('bare')) variants.unshift('bare')
   return {
     rounds: Math.max(1, Math.floor(num('BENCH_ROUNDS', 7))),
-    seconds: Math.max(1, num('BENCH_SECONDS', 5)),
+    seconds: Math.max(1, num('BENCH_SECONDS', 2)),
     warmupSeconds: num('BENCH_WARMUP', 2),
     connections: Math.max(1, Math.floor(num('BENCH_CONNECTIONS', 100))),
     pipelining: Math.max(1, Math.floor(num('BENCH_PIPELINING', 1))),

@@ -1,7 +1,7 @@
-// The HTTP rounds: one pinned server per variant (core 0), one pinned load child per run (core 1).
+// The HTTP runs: one pinned server per variant (core 0), one pinned load child for all runs (core 1).
 import type { ChildProcess } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { nextMessage, runPinned, startPinned } from './child.js'
+import { nextMessage, startPinned } from './child.js'
 import type { BenchConfig } from './config.js'
 import { type CoreTime, waitForQuiet } from './cpu-noise.js'
 import type { LoadResult, LoadSpec } from './load.js'
@@ -13,6 +13,23 @@ const serverScript = fileURLToPath(new URL('./server.ts', import.meta.url))
 const loadScript = fileURLToPath(new URL('./load.ts', import.meta.url))
 
 export interface Server { name: string, port: number, child: ChildProcess }
+
+/** The load generator: one process that runs every load, so runs can be short and close together. */
+export interface Load { child: ChildProcess }
+
+export function startLoad (): Load {
+  return { child: startPinned({ core: LOAD_CORE, script: loadScript, ipc: true }) }
+}
+
+async function runLoad (load: Load, spec: LoadSpec): Promise<LoadResult> {
+  load.child.send(spec)
+  const reply = await nextMessage(load.child, (m) => {
+    const r = m as { result?: LoadResult, error?: string }
+    return r.result !== undefined || r.error !== undefined ? r : undefined
+  }, (spec.seconds + 60) * 1000)
+  if (reply.result === undefined) throw new Error(`load on port ${spec.port}: ${reply.error ?? 'no result'}`)
+  return reply.result
+}
 
 export interface RunResult extends LoadResult {
   /** Server process CPU over the load's run (1 = its core saturated by the server alone). */
@@ -36,22 +53,22 @@ async function serverCpuSeconds (server: Server): Promise<number> {
   return (cpu.user + cpu.system) / 1e6
 }
 
-async function runOnce (server: Server, config: BenchConfig, seconds: number): Promise<RunResult> {
+async function runOnce (server: Server, load: Load, config: BenchConfig, seconds: number): Promise<RunResult> {
   await waitForQuiet(0.1, config.quietWaitMs)
   const spec: LoadSpec = { port: server.port, seconds, connections: config.connections, pipelining: config.pipelining, keys: config.keys }
   const cpu0 = await serverCpuSeconds(server)
-  const load = await runPinned<LoadResult>({ core: LOAD_CORE, script: loadScript, args: [JSON.stringify(spec)] }, (seconds + 60) * 1000)
-  // The server idles while the load child starts, so its CPU time is that of the run.
+  const result = await runLoad(load, spec)
+  // The server idles while the clients connect, so its CPU time is that of the run.
   const serverCpu = (await serverCpuSeconds(server)) - cpu0
-  const s = load.runSeconds
-  const core = (i: number): CoreTime | undefined => load.cores?.[i]
+  const s = result.runSeconds
+  const core = (i: number): CoreTime | undefined => result.cores?.[i]
   const server0 = core(SERVER_CORE)
   const load1 = core(LOAD_CORE)
   const noise = server0 === undefined || load1 === undefined
     ? Number.NaN
-    : Math.max(0, (server0.busy - serverCpu) / s, (load1.busy - load.cpu * s) / s)
+    : Math.max(0, (server0.busy - serverCpu) / s, (load1.busy - result.cpu * s) / s)
   const serverCoreBusy = server0 === undefined ? Number.NaN : 1 - server0.idle / s
-  return { ...load, serverCpu: serverCpu / s, serverCoreBusy, noise, attempts: 1 }
+  return { ...result, serverCpu: serverCpu / s, serverCoreBusy, noise, attempts: 1 }
 }
 
 /**
@@ -65,12 +82,12 @@ function flaw (run: RunResult, config: BenchConfig): number {
 }
 
 /** One measured run; a flawed run is repeated (up to `config.retries` times) and the least flawed kept. */
-export async function measure (server: Server, config: BenchConfig, seconds: number): Promise<RunResult> {
-  let best = await runOnce(server, config, seconds)
+export async function measure (server: Server, load: Load, config: BenchConfig, seconds: number): Promise<RunResult> {
+  let best = await runOnce(server, load, config, seconds)
   check(server.name, best)
   let attempts = 1
   while (flaw(best, config) > 0 && attempts <= config.retries) {
-    const run = await runOnce(server, config, seconds)
+    const run = await runOnce(server, load, config, seconds)
     check(server.name, run)
     attempts++
     if (flaw(run, config) < flaw(best, config)) best = run
@@ -83,5 +100,31 @@ function check (name: string, run: RunResult): void {
   const others = Object.keys(run.statusCodes).filter((code) => code !== expected)
   if (others.length > 0 || run.errors > 0 || run.timeouts > 0 || run.total === 0) {
     throw new Error(`${name}: expected only ${expected}, got ${JSON.stringify(run.statusCodes)}, ${run.errors} errors, ${run.timeouts} timeouts`)
+  }
+}
+
+/** Two or more runs of one server as one: counts and times added, shares weighted by time. */
+export function merged (runs: readonly RunResult[]): RunResult {
+  const seconds = runs.reduce((sum, r) => sum + r.runSeconds, 0)
+  const total = runs.reduce((sum, r) => sum + r.total, 0)
+  const weighted = (pick: (r: RunResult) => number): number => runs.reduce((sum, r) => sum + pick(r) * r.runSeconds, 0) / seconds
+  const statusCodes: Record<string, number> = {}
+  for (const r of runs) for (const [code, n] of Object.entries(r.statusCodes)) statusCodes[code] = (statusCodes[code] ?? 0) + n
+  return {
+    rps: total / seconds,
+    total,
+    seconds: runs.reduce((sum, r) => sum + r.seconds, 0),
+    statusCodes,
+    errors: runs.reduce((sum, r) => sum + r.errors, 0),
+    timeouts: runs.reduce((sum, r) => sum + r.timeouts, 0),
+    latencyP50: weighted((r) => r.latencyP50),
+    latencyP99: Math.max(...runs.map((r) => r.latencyP99)),
+    runSeconds: seconds,
+    cpu: weighted((r) => r.cpu),
+    cores: undefined,
+    serverCpu: weighted((r) => r.serverCpu),
+    serverCoreBusy: weighted((r) => r.serverCoreBusy),
+    noise: Math.max(...runs.map((r) => r.noise)),
+    attempts: Math.max(...runs.map((r) => r.attempts))
   }
 }

@@ -1,5 +1,7 @@
-// One load run: `node --import tsx bench/load.ts '<json LoadSpec>'`, started under `taskset -c 1`.
-// Prints one JSON line (LoadResult) on stdout.
+// The load generator, started under `taskset -c 1`. With an IPC channel it stays up and runs one
+// load per LoadSpec message, answering each with a LoadResult message (no process start between
+// runs, so runs can be short and close together); otherwise it runs the LoadSpec of its argument
+// once: `node --import tsx bench/load.ts '<json LoadSpec>'`, and prints the LoadResult as JSON.
 import autocannon, { type Request } from 'autocannon'
 import { type CoreTime, coreTimes, timesBetween } from './cpu-noise.js'
 import { CLIENT_HEADER } from './variants.js'
@@ -14,7 +16,7 @@ export interface LoadSpec {
 }
 
 export interface LoadResult {
-  /** Mean of autocannon's per-second samples (its `duration` also counts the clients' set-up). */
+  /** Responses per second over the run, from the clients' start to the end of the load. */
   rps: number
   total: number
   seconds: number
@@ -52,40 +54,50 @@ function share (c: number, perConnection: number): Request[] {
   return ids.map((i) => get(identity(i)))
 }
 
-const spec = JSON.parse(process.argv[2] ?? '{}') as LoadSpec
-if (spec.keys > 0 && spec.pipelining !== 1) throw new Error('distinct keys per request need pipelining 1 (autocannon: setRequests)')
-const perConnection = Math.ceil(spec.keys / spec.connections)
-let connection = 0
-let cpu0 = process.cpuUsage()
-let t0 = performance.now()
-let cores0 = coreTimes()
-const instance = autocannon({
-  url: `http://127.0.0.1:${spec.port}/`,
-  connections: spec.connections,
-  pipelining: spec.pipelining,
-  duration: spec.seconds,
-  timeout: 10,
-  requests: [get('one')],
-  ...(spec.keys > 0 ? { setupClient: (client) => { client.setRequests(share(connection++, perConnection)) } } : {})
-})
-instance.once('start', () => { cpu0 = process.cpuUsage(); t0 = performance.now(); cores0 = coreTimes() })
-const result = await instance
-const cpu = process.cpuUsage(cpu0)
-const cores = timesBetween(cores0, coreTimes())
-const runSeconds = (performance.now() - t0) / 1000
-const statusCodes: Record<string, number> = {}
-for (const [code, stat] of Object.entries(result.statusCodeStats)) statusCodes[code] = stat.count
-const out: LoadResult = {
-  rps: result.requests.mean,
-  total: result.requests.total,
-  seconds: result.duration,
-  statusCodes,
-  errors: result.errors,
-  timeouts: result.timeouts,
-  latencyP50: result.latency.p50,
-  latencyP99: result.latency.p99,
-  runSeconds,
-  cpu: (cpu.user + cpu.system) / 1e6 / runSeconds,
-  cores
+export async function runLoad (spec: LoadSpec): Promise<LoadResult> {
+  if (spec.keys > 0 && spec.pipelining !== 1) throw new Error('distinct keys per request need pipelining 1 (autocannon: setRequests)')
+  const perConnection = Math.ceil(spec.keys / spec.connections)
+  let connection = 0
+  let cpu0 = process.cpuUsage()
+  let t0 = performance.now()
+  let cores0 = coreTimes()
+  const instance = autocannon({
+    url: `http://127.0.0.1:${spec.port}/`,
+    connections: spec.connections,
+    pipelining: spec.pipelining,
+    duration: spec.seconds,
+    timeout: 10,
+    requests: [get('one')],
+    ...(spec.keys > 0 ? { setupClient: (client) => { client.setRequests(share(connection++, perConnection)) } } : {})
+  })
+  instance.once('start', () => { cpu0 = process.cpuUsage(); t0 = performance.now(); cores0 = coreTimes() })
+  const result = await instance
+  const cpu = process.cpuUsage(cpu0)
+  const cores = timesBetween(cores0, coreTimes())
+  const runSeconds = (performance.now() - t0) / 1000
+  const statusCodes: Record<string, number> = {}
+  for (const [code, stat] of Object.entries(result.statusCodeStats)) statusCodes[code] = stat.count
+  return {
+    // Responses over the whole run (autocannon's per-second mean has only a sample or two in a short run).
+    rps: result.requests.total / runSeconds,
+    total: result.requests.total,
+    seconds: result.duration,
+    statusCodes,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    latencyP50: result.latency.p50,
+    latencyP99: result.latency.p99,
+    runSeconds,
+    cpu: (cpu.user + cpu.system) / 1e6 / runSeconds,
+    cores
+  }
 }
-process.stdout.write(JSON.stringify(out) + '\n')
+
+if (process.send !== undefined) {
+  process.on('message', (spec: LoadSpec) => {
+    runLoad(spec).then((result) => process.send!({ result }), (error: unknown) => process.send!({ error: String(error) }))
+  })
+  process.on('disconnect', () => { process.exit(0) })
+} else {
+  process.stdout.write(JSON.stringify(await runLoad(JSON.parse(process.argv[2] ?? '{}') as LoadSpec)) + '\n')
+}

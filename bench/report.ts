@@ -13,14 +13,15 @@ function bound (c: Check, format: (n: number) => string): string {
 
 export function httpTable (rows: VariantSummary[]): string {
   const lines = [
-    '| variant | req/s (median) | ratio to bare (median) | +µs/req vs bare | target | pass/fail | server core busy | load CPU | max noise |',
-    '|---|---:|---:|---:|---|---|---:|---:|---:|'
+    '| variant | req/s (median) | ratio to bare (median) | middle half of rounds | +µs/req vs bare | target | pass/fail | server core busy | load CPU | max noise |',
+    '|---|---:|---:|---:|---:|---|---|---:|---:|---:|'
   ]
   for (const r of rows) {
     const target = r.checks.map((c) => `${bound(c, (n) => fixed(n))} ${c.label}` + (c.label === '× bare' ? '' : ` (median ${fixed(c.value)})`)).join('; ') || '—'
     const pass = r.checks.map((c) => (c.pass ? 'pass' : 'FAIL')).join(', ') || '—'
     const extra = r.name === 'bare' ? '—' : fixed(r.extraMicros)
-    lines.push(`| ${r.name} — ${r.description} | ${int(r.medianRps)} | ${fixed(r.medianRatio)} | ${extra} | ${target} | ${pass} | ${pct(r.medianServerCoreBusy)} | ${pct(r.medianLoadCpu)} | ${pct(r.maxNoise)} |`)
+    const spread = r.name === 'bare' ? '—' : `${fixed(r.ratioQuartiles[0])}–${fixed(r.ratioQuartiles[1])}`
+    lines.push(`| ${r.name} — ${r.description} | ${int(r.medianRps)} | ${fixed(r.medianRatio)} | ${spread} | ${extra} | ${target} | ${pass} | ${pct(r.medianServerCoreBusy)} | ${pct(r.medianLoadCpu)} | ${pct(r.maxNoise)} |`)
   }
   return lines.join('\n')
 }

@@ -1,4 +1,4 @@
-// `npm run bench`: micro-benchmarks, then interleaved HTTP rounds (A B C … A B C …); prints
+// `npm run bench`: micro-benchmarks, then HTTP rounds, each variant beside bare Fastify (A B B A); prints
 // markdown tables and writes bench/results-latest.json (BENCH_OUT=name: results-name.json). Settings: see config.ts (BENCH_* env).
 import { execFileSync } from 'node:child_process'
 import { createHash } from 'node:crypto'
@@ -8,11 +8,11 @@ import { fileURLToPath } from 'node:url'
 import { killAll, runPinned } from './child.js'
 import { type BenchConfig, readConfig } from './config.js'
 import { waitForQuiet } from './cpu-noise.js'
-import { measure, type RunResult, type Server, SERVER_CORE, startServer } from './http.js'
+import { measure, merged, type RunResult, type Server, SERVER_CORE, startLoad, startServer } from './http.js'
 import type { MemoryResult } from './memory.js'
 import type { MicroResult } from './micro.js'
 import { httpTable, microTable } from './report.js'
-import { microChecks, summarize } from './summary.js'
+import { microChecks, type Round, summarize } from './summary.js'
 
 const here = (file: string): string => fileURLToPath(new URL(file, import.meta.url))
 const log = (line: string): void => { process.stderr.write(line + '\n') }
@@ -45,8 +45,8 @@ async function micro (): Promise<{ micro: MicroResult, memory: MemoryResult[] }>
   return { micro: result, memory }
 }
 
-function noiseNote (rounds: Array<Record<string, RunResult>>, config: BenchConfig): string[] {
-  const runs = rounds.flatMap((round) => Object.values(round))
+function noiseNote (rounds: Round[], config: BenchConfig): string[] {
+  const runs = rounds.flatMap((round) => Object.values(round.runs))
   const noisy = runs.filter((r) => r.noise > config.maxNoise).length
   const idle = runs.filter((r) => r.serverCoreBusy < config.minServerBusy).length
   const notes: string[] = []
@@ -62,30 +62,44 @@ async function main (): Promise<void> {
   const micros = config.micro ? (await waitForQuiet(0.1, config.quietWaitMs), await micro()) : undefined
 
   const lib = libDigest()
-  const servers: Server[] = []
-  for (const name of config.variants) servers.push(await startServer(name, config.keys))
-  if (config.warmupSeconds > 0) {
-    for (const server of servers) {
-      log(`warm-up ${server.name} (${config.warmupSeconds} s)`)
-      await measure(server, { ...config, retries: 0 }, config.warmupSeconds)
-    }
-  }
-  const rounds: Array<Record<string, RunResult>> = []
+  const load = startLoad()
+  const rounds: Round[] = []
   for (let round = 1; round <= config.rounds; round++) {
-    const results: Record<string, RunResult> = {}
-    for (const server of servers) {
-      const run = await measure(server, config, config.seconds)
-      results[server.name] = run
-      log(`round ${round}/${config.rounds} ${server.name}: ${Math.round(run.rps)} req/s, server CPU ${Math.round(run.serverCpu * 100)} % (core busy ${Math.round(run.serverCoreBusy * 100)} %), load CPU ${Math.round(run.cpu * 100)} %, noise ${Math.round(run.noise * 100)} %${run.attempts > 1 ? `, ${run.attempts} attempts` : ''}`)
+    // Fresh server processes every round: one process can stay faster or slower than another
+    // running the same code by several percent for its whole life (JIT, heap layout); new
+    // processes each round turn that into noise the median damps, instead of a bias.
+    const servers: Server[] = []
+    for (const name of config.variants) servers.push(await startServer(name, config.keys))
+    if (config.warmupSeconds > 0) for (const server of servers) await measure(server, load, { ...config, retries: 0 }, config.warmupSeconds)
+    const bare = servers.find((server) => server.name === 'bare')!
+    const others = servers.filter((server) => server !== bare)
+    const runs: Record<string, RunResult> = {}
+    const bareBeside: Record<string, RunResult> = {}
+    const bareRuns: RunResult[] = []
+    // Each variant is measured beside bare Fastify, A B B A: a drift of the machine's speed during
+    // the four runs weighs on both sides alike. The order of the variants alternates by round.
+    for (const server of round % 2 === 1 ? others : [...others].reverse()) {
+      const before = await measure(bare, load, config, config.seconds)
+      const first = await measure(server, load, config, config.seconds)
+      const second = await measure(server, load, config, config.seconds)
+      const after = await measure(bare, load, config, config.seconds)
+      runs[server.name] = merged([first, second])
+      bareBeside[server.name] = merged([before, after])
+      bareRuns.push(before, after)
+      const run = runs[server.name]!
+      log(`round ${round}/${config.rounds} ${server.name}: ${Math.round(run.rps)} req/s beside bare ${Math.round(bareBeside[server.name]!.rps)} (× ${(run.rps / bareBeside[server.name]!.rps).toFixed(3)}), server core busy ${Math.round(run.serverCoreBusy * 100)} %, load CPU ${Math.round(run.cpu * 100)} %, noise ${Math.round(run.noise * 100)} %`)
     }
-    rounds.push(results)
+    runs.bare = merged(bareRuns)
+    bareBeside.bare = runs.bare
+    rounds.push({ runs, bareBeside })
+    for (const server of servers) server.child.kill('SIGKILL')
   }
   killAll()
 
   const summary = summarize(config.variants, rounds)
   const checks = micros === undefined ? [] : microChecks(micros.micro, micros.memory)
   const out = [
-    `## HTTP: median of ${config.rounds} interleaved rounds, ${config.seconds} s each, ${config.connections} connections, pipelining ${config.pipelining}, ${config.keys} client keys`,
+    `## HTTP: median of ${config.rounds} rounds; each variant beside bare Fastify (A B B A), ${config.seconds} s a run; ${config.connections} connections, pipelining ${config.pipelining}, ${config.keys} client keys`,
     '',
     httpTable(summary),
     ...noiseNote(rounds, config),

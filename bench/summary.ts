@@ -2,7 +2,7 @@
 import type { RunResult } from './http.js'
 import type { MemoryResult } from './memory.js'
 import type { MicroResult } from './micro.js'
-import { median } from './stats.js'
+import { median, quantile } from './stats.js'
 import { variant } from './variants.js'
 
 export interface Check { label: string, value: number, min?: number, max?: number, pass: boolean }
@@ -14,6 +14,8 @@ export interface VariantSummary {
   ratioToBare: number[]
   medianRps: number
   medianRatio: number
+  /** First and third quartiles of the per-round ratios: how far one round can be trusted. */
+  ratioQuartiles: [number, number]
   /** Median extra microseconds per request against bare Fastify (1e6/rps − 1e6/bare, per round). */
   extraMicros: number
   medianServerCpu: number
@@ -30,16 +32,24 @@ function checkOf (label: string, value: number, bound: { min?: number, max?: num
   return { label, value, ...bound, pass }
 }
 
-export function summarize (names: string[], rounds: Array<Record<string, RunResult>>): VariantSummary[] {
+/** One round: each variant's two runs, and the two runs of bare Fastify around them. */
+export interface Round {
+  runs: Record<string, RunResult>
+  bareBeside: Record<string, RunResult>
+}
+
+export function summarize (names: string[], rounds: Round[]): VariantSummary[] {
+  const ratioOf = (round: Round, name: string): number => round.runs[name]!.rps / round.bareBeside[name]!.rps
   return names.map((name) => {
     const v = variant(name)
-    const runs = rounds.map((round) => round[name]!)
-    const ratio = rounds.map((round) => round[name]!.rps / round.bare!.rps)
+    const runs = rounds.map((round) => round.runs[name]!)
+    const ratio = rounds.map((round) => ratioOf(round, name))
     const checks: Check[] = []
     if (v.minRatio !== undefined) checks.push(checkOf('× bare', median(ratio), { min: v.minRatio }))
     if (v.vs !== undefined && names.includes(v.vs.variant)) {
       const vs = v.vs.variant
-      checks.push(checkOf(`× ${vs}`, median(rounds.map((round) => round[name]!.rps / round[vs]!.rps)), { min: v.vs.minRatio }))
+      // Each side's ratio to the bare runs measured beside it, so both are in one unit.
+      checks.push(checkOf(`× ${vs}`, median(rounds.map((round) => ratioOf(round, name) / ratioOf(round, vs))), { min: v.vs.minRatio }))
     }
     return {
       name,
@@ -48,7 +58,8 @@ export function summarize (names: string[], rounds: Array<Record<string, RunResu
       ratioToBare: ratio,
       medianRps: median(runs.map((r) => r.rps)),
       medianRatio: median(ratio),
-      extraMicros: median(rounds.map((round) => 1e6 / round[name]!.rps - 1e6 / round.bare!.rps)),
+      ratioQuartiles: [quantile(ratio, 0.25), quantile(ratio, 0.75)],
+      extraMicros: median(rounds.map((round) => 1e6 / round.runs[name]!.rps - 1e6 / round.bareBeside[name]!.rps)),
       medianServerCpu: median(runs.map((r) => r.serverCpu)),
       medianServerCoreBusy: median(runs.map((r) => r.serverCoreBusy)),
       medianLoadCpu: median(runs.map((r) => r.cpu)),

@@ -12,6 +12,7 @@ export interface Variant {
 
 export const VARIANTS: readonly Variant[] = [
   { name: 'bare', description: 'bare Fastify', status: 200 },
+  { name: 'bare-twin', description: "bare Fastify in another process (the method's own error)", status: 200 },
   { name: 'admit', description: 'fastify-admission admitting (random keys)', status: 200, minRatio: 0.9, vs: { variant: 'rl-admit', minRatio: 1.1 } },
   { name: 'refuse', description: 'fastify-admission refusing (429)', status: 429, minRatio: 1.0 },
   { name: 'rl-admit', description: '@fastify/rate-limit admitting (random keys)', status: 200 },
@@ -33,7 +34,7 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'empty-hooks-abort', description: 'empty onRequest + onResponse + onRequestAbort hooks', status: 200 }
 ]
 
-export const DEFAULT_VARIANTS = ['bare', 'admit', 'refuse', 'rl-admit', 'rl-refuse', 'redis-admit', 'rl-redis-admit', 'redis-refuse', 'rl-redis-refuse']
+export const DEFAULT_VARIANTS = ['bare', 'bare-twin', 'admit', 'refuse', 'rl-admit', 'rl-refuse', 'redis-admit', 'rl-redis-admit', 'redis-refuse', 'rl-redis-refuse']
 
 export function variant (name: string): Variant {
   const found = VARIANTS.find((v) => v.name === name)
