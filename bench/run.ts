@@ -11,6 +11,7 @@ import { waitForQuiet } from './cpu-noise.js'
 import { measure, merged, type RunResult, type Server, SERVER_CORE, startLoad, startServer } from './http.js'
 import type { MemoryResult } from './memory.js'
 import type { MicroResult } from './micro.js'
+import type { RedisCostResult } from './redis-cost.js'
 import { httpTable, microTable } from './report.js'
 import { microChecks, type Round, summarize } from './summary.js'
 
@@ -34,7 +35,7 @@ function git (args: string[]): string {
   try { return execFileSync('git', args, { cwd: here('..'), encoding: 'utf8' }).trim() } catch { return 'unknown' }
 }
 
-async function micro (): Promise<{ micro: MicroResult, memory: MemoryResult[] }> {
+async function micro (redisVariants: boolean): Promise<{ micro: MicroResult, memory: MemoryResult[], redisCost: RedisCostResult | undefined }> {
   log('micro: core take, memory limiter consume')
   const result = await runPinned<MicroResult>({ core: SERVER_CORE, script: here('./micro.ts') }, 120_000)
   const memory: MemoryResult[] = []
@@ -42,7 +43,12 @@ async function micro (): Promise<{ micro: MicroResult, memory: MemoryResult[] }>
     log(`memory: ${store}, 1,000,000 identities`)
     memory.push(await runPinned<MemoryResult>({ core: SERVER_CORE, script: here('./memory.ts'), args: [store, '1000000'], nodeFlags: ['--expose-gc'] }, 120_000))
   }
-  return { micro: result, memory }
+  let redisCost: RedisCostResult | undefined
+  if (redisVariants) {
+    log('redis: time per decision, each script, on a private redis-server')
+    redisCost = await runPinned<RedisCostResult>({ core: SERVER_CORE, script: here('./redis-cost.ts') }, 120_000)
+  }
+  return { micro: result, memory, redisCost }
 }
 
 function noiseNote (rounds: Round[], config: BenchConfig): string[] {
@@ -59,7 +65,7 @@ async function main (): Promise<void> {
   const config = readConfig()
   const started = new Date()
   log(`config: ${JSON.stringify(config)}`)
-  const micros = config.micro ? (await waitForQuiet(0.1, config.quietWaitMs), await micro()) : undefined
+  const micros = config.micro ? (await waitForQuiet(0.1, config.quietWaitMs), await micro(config.variants.some((name) => name.includes('redis')))) : undefined
 
   const lib = libDigest()
   const load = startLoad()
@@ -97,7 +103,7 @@ async function main (): Promise<void> {
   killAll()
 
   const summary = summarize(config.variants, rounds)
-  const checks = micros === undefined ? [] : microChecks(micros.micro, micros.memory)
+  const checks = micros === undefined ? [] : microChecks(micros.micro, micros.memory, micros.redisCost)
   const out = [
     `## HTTP: median of ${config.rounds} rounds; each variant beside bare Fastify (A B B A), ${config.seconds} s a run; ${config.connections} connections, pipelining ${config.pipelining}, ${config.keys} client keys`,
     '',
@@ -118,6 +124,7 @@ async function main (): Promise<void> {
     rounds,
     micro: micros?.micro,
     memory: micros?.memory,
+    redisCost: micros?.redisCost,
     checks,
     markdown: out
   }

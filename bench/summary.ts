@@ -2,6 +2,7 @@
 import type { RunResult } from './http.js'
 import type { MemoryResult } from './memory.js'
 import type { MicroResult } from './micro.js'
+import type { RedisCostResult } from './redis-cost.js'
 import { median, quantile } from './stats.js'
 import { variant } from './variants.js'
 
@@ -70,7 +71,7 @@ export function summarize (names: string[], rounds: Round[]): VariantSummary[] {
   })
 }
 
-export function microChecks (micro: MicroResult | undefined, memory: MemoryResult[]): Check[] {
+export function microChecks (micro: MicroResult | undefined, memory: MemoryResult[], redisCost?: RedisCostResult): Check[] {
   const checks: Check[] = []
   if (micro !== undefined) {
     checks.push(checkOf('core take, ops/s', micro.takeOpsPerSec, { min: 40e6 }))
@@ -84,6 +85,10 @@ export function microChecks (micro: MicroResult | undefined, memory: MemoryResul
       checks.push({ label: `bytes per identity, @fastify/rate-limit LocalStore, registry only`, value: m.bytesPerIdentity, pass: true })
       checks.push({ label: `bytes per identity, @fastify/rate-limit LocalStore, registry + key strings`, value: m.bytesPerIdentityWithKeys, pass: true })
     }
+  }
+  if (redisCost !== undefined) {
+    checks.push({ label: `Redis CPU per decision (µs, usec_per_call), this plugin's script, ${redisCost.keys} keys`, value: redisCost.admissionUsecPerCall, pass: true })
+    checks.push({ label: "Redis CPU per decision (µs, usec_per_call), @fastify/rate-limit's script", value: redisCost.rateLimitUsecPerCall, pass: true })
   }
   return checks
 }
