@@ -116,14 +116,8 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     const gate = (configOf(request)[kGate] as RouteGate | false | undefined) ?? unseen
     if (gate === false) { next(); return }
     if (!slots.take(request, gate)) { check.shed(request, reply, gate, 1); return }
-    if (gate.local === undefined && gate.remote === undefined) {
-      global.admitted++
-      gate.counters.admitted++
-      slots.follow(reply)
-      next()
-      return
-    }
-    check.run(request, reply, gate, next)
+    if (gate.local === undefined && gate.remote === undefined) check.admit(reply, gate, next)
+    else check.run(request, reply, gate, next)
   })
 
   const stats = (): AdmissionStats => {

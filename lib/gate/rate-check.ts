@@ -58,12 +58,8 @@ export class RateCheck {
         return
       }
       if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, local.remaining, local.resetAt, now)
-      if (verdict === ADMITTED) {
-        this.slots.follow(reply)
-        this.admit(gate, next)
-      } else {
-        this.limit(request, reply, gate, local.retryAfterMs)
-      }
+      if (verdict === ADMITTED) this.admit(reply, gate, next)
+      else this.limit(request, reply, gate, local.retryAfterMs)
       return
     }
     // The client may go away during the round trip: the slot follows the request from here.
@@ -72,7 +68,7 @@ export class RateCheck {
     remote.consume(key, gate.cost).then(
       (decision: RateDecision) => {
         if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, decision.remaining, decision.resetAt, this.clock())
-        if (decision.allowed) this.admit(gate, next)
+        if (decision.allowed) this.admit(reply, gate, next)
         else this.limit(request, reply, gate, decision.retryAfterMs)
       },
       (error: unknown) => {
@@ -86,7 +82,12 @@ export class RateCheck {
     reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitHeader(remaining, resetAt, now))
   }
 
-  private admit (gate: RouteGate, next: Next): void {
+  /**
+   * Lets the request go on, its slot followed to the request's end (a remote check follows it
+   * from before its round trip).
+   */
+  admit (reply: FastifyReply, gate: RouteGate, next: Next): void {
+    if (gate.remote === undefined) this.slots.follow(reply)
     this.global.admitted++
     gate.counters.admitted++
     next()
@@ -108,9 +109,7 @@ export class RateCheck {
     this.global.unavailable++
     gate.counters.unavailable++
     if (this.settings.onBackendError === 'allow') {
-      // The remote path follows the request from before its round trip.
-      if (gate.remote === undefined) this.slots.follow(reply)
-      this.admit(gate, next)
+      this.admit(reply, gate, next)
       return
     }
     this.slots.free(request)
