@@ -1,7 +1,7 @@
 // The one place the micro-benchmarks touch lib's per-client registry (the gate's memory limiter):
 // a token bucket per key over the slot table.
 import { tokenBucket } from '../lib/core/index.js'
-import { ADMITTED, MemoryLimiter } from '../lib/memory-limiter.js'
+import { ADMITTED, MemoryLimiter } from '../lib/backends/memory/memory-limiter.js'
 
 export interface BenchLimiter {
   /** True when admitted. */

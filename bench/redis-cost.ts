@@ -5,9 +5,9 @@
 // `node --import tsx bench/redis-cost.ts`: prints one JSON line (RedisCostResult).
 import { createRequire } from 'node:module'
 import { Redis } from 'ioredis'
-import { DECIDE_LUA, DECIDE_SHA } from '../lib/rates/redis/decide-script.js'
+import { DECIDE_LUA, DECIDE_SHA } from '../lib/backends/redis/decide-script.js'
 import { policyFingerprint } from '../lib/rates/policy.js'
-import { startPrivateServer } from '../test/redis/helpers.js'
+import { startPrivateServer } from '../test/backends/redis/helpers.js'
 
 export interface RedisCostResult {
   decisions: number

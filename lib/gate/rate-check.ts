@@ -1,15 +1,15 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { clientKey } from '../client-key.js'
-import { AdmissionKeyError } from '../errors.js'
-import { rateLimitHeader } from '../headers.js'
-import { ADMITTED, SATURATED } from '../memory-limiter.js'
-import type { Settings } from '../options.js'
+import { clientKey } from './client-key.js'
+import { AdmissionKeyError } from './errors.js'
+import { rateLimitHeader } from './headers.js'
+import { ADMITTED, SATURATED } from '../backends/memory/memory-limiter.js'
+import type { Settings } from './options.js'
 import type { RateDecision } from '../rates/decision.js'
 import { RatesUnavailableError } from '../rates/errors.js'
-import { refuse } from '../responses.js'
-import type { GateCounters } from '../stats.js'
+import { refuse } from './refusal.js'
+import type { GateCounters } from './stats.js'
 import type { RouteGate } from './route-gate.js'
-import type { Slots } from './slots.js'
+import type { Slots } from './permits.js'
 
 type Next = (error?: Error) => void
 

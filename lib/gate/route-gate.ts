@@ -1,6 +1,6 @@
-import type { MemoryLimiter } from '../memory-limiter.js'
+import type { MemoryLimiter } from '../backends/memory/memory-limiter.js'
 import type { BackendLimiter } from '../rates/backend.js'
-import type { GateCounters } from '../stats.js'
+import type { GateCounters } from './stats.js'
 
 /** What a registration knows of one route (or of the requests that matched none). */
 export interface RouteGate {

@@ -1,5 +1,5 @@
 import type { Policy } from '../core/rates/types.js'
-import { show } from '../errors.js'
+import { show } from '../gate/errors.js'
 
 /** The stable codes of the rates capability's own errors. */
 export type RatesErrorCode =

@@ -1,5 +1,5 @@
 import { Buffer } from 'node:buffer'
-import { show } from '../errors.js'
+import { show } from '../gate/errors.js'
 import { RatesInvalidArgumentError, memberPath } from './errors.js'
 
 /** Items of a tuple identity, fields of a record identity. */

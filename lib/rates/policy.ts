@@ -1,5 +1,5 @@
 import type { Algorithm, Policy } from '../core/rates/types.js'
-import { show } from '../errors.js'
+import { show } from '../gate/errors.js'
 import { RatesInvalidArgumentError, memberPath } from './errors.js'
 
 /** The algorithms, in the order messages list them. */

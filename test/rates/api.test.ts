@@ -8,7 +8,7 @@ import admission, {
   type RateDecision, type RateLimiter, type RatePolicy
 } from '../../lib/index.js'
 import * as errors from '../../lib/rates/errors.js'
-import * as memory from '../../lib/rates/memory-backend.js'
+import * as memory from '../../lib/backends/memory/memory-backend.js'
 import { rejection, thrown } from '../helpers/errors.js'
 
 /** 2023-11-14T22:13:20Z: a multiple of 1000 (and of 2500), so window starts are easy to read. */

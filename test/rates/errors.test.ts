@@ -104,7 +104,7 @@ t.test('memberPath: dots for identifiers, brackets and JSON otherwise', async (t
 // The messages above print values with lib/errors.ts's show(), so loading this file loads that
 // module too, and tap's coverage map then wants all of it covered here as well.
 t.test('lib/errors.ts, shared with the gate: show() and the gate\'s own errors', async (t) => {
-  const { show, AdmissionError, AdmissionOptionError, AdmissionKeyError } = await import('../../lib/errors.js')
+  const { show, AdmissionError, AdmissionOptionError, AdmissionKeyError } = await import('../../lib/gate/errors.js')
   t.equal(show(1n), '1n (bigint)')
   t.equal(show(Symbol('k')), 'Symbol(k) (symbol)')
   t.equal(show({ a: { b: { c: 1 } } }), '{ a: { b: [Object] } }')

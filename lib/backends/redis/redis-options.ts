@@ -1,4 +1,4 @@
-import { RatesInvalidArgumentError } from '../errors.js'
+import { RatesInvalidArgumentError } from '../../rates/errors.js'
 import type { RedisDenyCacheOptions, RedisScriptClient } from './redis-backend.js'
 
 export const DEFAULT_PREFIX = 'admission:'

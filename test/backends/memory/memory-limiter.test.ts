@@ -1,9 +1,9 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { MemoryLimiter, ADMITTED, LIMITED, SATURATED, worstRecovery, type Verdict } from '../lib/memory-limiter.js'
-import { SlotTable } from '../lib/slot-table.js'
-import { kernelOf, type Algorithm, type Kernel, type Policy } from '../lib/core/rates/index.js'
-import { capacityOf, normalizePolicy } from '../lib/rates/policy.js'
+import { MemoryLimiter, ADMITTED, LIMITED, SATURATED, worstRecovery, type Verdict } from '../../../lib/backends/memory/memory-limiter.js'
+import { SlotTable } from '../../../lib/backends/memory/state-table.js'
+import { kernelOf, type Algorithm, type Kernel, type Policy } from '../../../lib/core/rates/index.js'
+import { capacityOf, normalizePolicy } from '../../../lib/rates/policy.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 const hasBurst = (algorithm: Algorithm): boolean => algorithm === 'token-bucket' || algorithm === 'gcra'

@@ -4,10 +4,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { Cluster, Redis } from 'ioredis'
-import type { Policy } from '../../lib/core/rates/index.js'
-import type { RateDecision } from '../../lib/rates/decision.js'
-import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../lib/rates/errors.js'
-import { DECIDE_LUA, DECIDE_SHA } from '../../lib/rates/redis/decide-script.js'
+import type { Policy } from '../../../lib/core/rates/index.js'
+import type { RateDecision } from '../../../lib/rates/decision.js'
+import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../../lib/rates/errors.js'
+import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import {
   DEFAULT_DENY_CACHE_ENTRIES,
   DEFAULT_PREFIX,
@@ -16,7 +16,7 @@ import {
   policyOf,
   redisBackend,
   type RedisScriptClient
-} from '../../lib/rates/redis/redis-backend.js'
+} from '../../../lib/backends/redis/redis-backend.js'
 import { counting, deleteKeys, sharedRedis, uniquePrefix } from './helpers.js'
 
 // ioredis's Redis and Cluster (and so iovalkey's) fit the structural client type.

@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import admission from '../lib/index.js'
-import { deferred, eventually, get, getThenAbort, listen, sleep, type Teardown } from './helpers/http.js'
+import admission from '../../lib/index.js'
+import { deferred, eventually, get, getThenAbort, listen, sleep, type Teardown } from '../helpers/http.js'
 
 // A slot is given back exactly once, whichever way the request ends. Each test reads
 // `stats().inFlight` while work is held, then after it ends.

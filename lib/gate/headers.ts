@@ -1,4 +1,4 @@
-import type { Policy } from './core/rates/types.js'
+import type { Policy } from '../core/rates/types.js'
 
 /** `RateLimit-Policy` (IETF httpapi-ratelimit-headers, draft 10): quota and window in seconds, rounded up. */
 export function policyHeader (policy: Policy): string {

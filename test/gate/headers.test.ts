@@ -1,7 +1,7 @@
 import t from 'tap'
-import { policyHeader, rateLimitHeader } from '../lib/headers.js'
-import { MemoryLimiter, ADMITTED, LIMITED } from '../lib/memory-limiter.js'
-import { kernelOf, type Algorithm, type Policy } from '../lib/core/rates/index.js'
+import { policyHeader, rateLimitHeader } from '../../lib/gate/headers.js'
+import { MemoryLimiter, ADMITTED, LIMITED } from '../../lib/backends/memory/memory-limiter.js'
+import { kernelOf, type Algorithm, type Policy } from '../../lib/core/rates/index.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 

@@ -2,8 +2,8 @@ import t from 'tap'
 import Fastify from 'fastify'
 import fc from 'fast-check'
 import { performance } from 'node:perf_hooks'
-import admission from '../lib/index.js'
-import { get, listen, sleep } from './helpers/http.js'
+import admission from '../../lib/index.js'
+import { get, listen, sleep } from '../helpers/http.js'
 
 // A client that waits exactly the Retry-After it was given, then retries with the same cost, is
 // admitted when nothing else used its bucket — over a real socket, on the server's real clock.

@@ -1,5 +1,5 @@
-import type { Kernel, Policy } from './core/rates/types.js'
-import { SlotTable } from './slot-table.js'
+import type { Kernel, Policy } from '../../core/rates/types.js'
+import { SlotTable } from './state-table.js'
 
 export const ADMITTED = 0
 export const LIMITED = 1

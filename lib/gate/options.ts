@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify'
-import type { Algorithm, Policy } from './core/rates/types.js'
+import type { Algorithm, Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
-import type { RatesBackend } from './rates/backend.js'
-import { RatesInvalidArgumentError } from './rates/errors.js'
-import { MemoryBackend } from './rates/memory-backend.js'
-import { capacityOf, normalizePolicy } from './rates/policy.js'
+import type { RatesBackend } from '../rates/backend.js'
+import { RatesInvalidArgumentError } from '../rates/errors.js'
+import { MemoryBackend } from '../backends/memory/memory-backend.js'
+import { capacityOf, normalizePolicy } from '../rates/policy.js'
 
 /**
  * A per-client rate limit in the rates capability's policy language. Default algorithm

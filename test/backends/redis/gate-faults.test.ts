@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import type { Redis } from 'ioredis'
-import { admission, redisBackend, type AdmissionStats, type GateCounters, type RedisScriptClient } from '../../lib/index.js'
+import { admission, redisBackend, type AdmissionStats, type GateCounters, type RedisScriptClient } from '../../../lib/index.js'
 import { counting, redisServerMissing, startPrivateServer, testClient, timedGet, type PrivateServer, type Timed } from './helpers.js'
 
 const skip = await redisServerMissing()

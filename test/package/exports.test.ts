@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { createRequire } from 'node:module'
-import type { Teardown } from './helpers/http.js'
+import type { Teardown } from '../helpers/http.js'
 
 // The published shape: the built package, reached by its own name through `exports`, from ESM
 // and from CommonJS. `npm test` builds first.

@@ -1,10 +1,10 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import admission from '../lib/index.js'
-import type { RatesBackend } from '../lib/rates/backend.js'
-import { Slots } from '../lib/gate/slots.js'
-import type { RouteGate } from '../lib/gate/route-gate.js'
-import { newCounters } from '../lib/stats.js'
+import admission from '../../lib/index.js'
+import type { RatesBackend } from '../../lib/rates/backend.js'
+import { Slots } from '../../lib/gate/permits.js'
+import type { RouteGate } from '../../lib/gate/route-gate.js'
+import { newCounters } from '../../lib/gate/stats.js'
 
 t.test('a backend error other than RATES_UNAVAILABLE is a 500, and the slot comes back', async (t) => {
   const broken: RatesBackend = {

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { acquire, release } from '../core/index.js'
-import type { GateCounters } from '../stats.js'
+import type { GateCounters } from './stats.js'
 import type { RouteGate } from './route-gate.js'
 
 // Per-request flags of one registration.

@@ -1,5 +1,5 @@
 import type { Kernel, Policy } from '../../core/rates/index.js'
-import { deniedDecision, type RateDenied } from '../decision.js'
+import { deniedDecision, type RateDenied } from '../../rates/decision.js'
 
 interface DenyEntry {
   /** The state after the denial, as the script returned it. */

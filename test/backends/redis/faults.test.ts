@@ -3,10 +3,10 @@
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { Cluster } from 'ioredis'
-import type { Policy } from '../../lib/core/rates/index.js'
-import { RatesUnavailableError } from '../../lib/rates/errors.js'
-import { DECIDE_SHA } from '../../lib/rates/redis/decide-script.js'
-import { redisBackend } from '../../lib/rates/redis/redis-backend.js'
+import type { Policy } from '../../../lib/core/rates/index.js'
+import { RatesUnavailableError } from '../../../lib/rates/errors.js'
+import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
+import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
 import { counting, keysUnder, redisServerMissing, startPrivateServer, testClient } from './helpers.js'
 
 const skip = await redisServerMissing()

@@ -1,5 +1,5 @@
 import type { FastifyReply } from 'fastify'
-import { rejection503 } from './core/index.js'
+import { rejection503 } from '../core/index.js'
 
 const REASONS = { 429: 'Too Many Requests', 503: 'Service Unavailable' } as const
 

@@ -1,8 +1,8 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { connect } from 'node:net'
-import admission from '../lib/index.js'
-import { deferred, eventually, get, listen } from './helpers/http.js'
+import admission from '../../lib/index.js'
+import { deferred, eventually, get, listen } from '../helpers/http.js'
 
 t.test('shed, then limit: a shed request takes no token', async (t) => {
   const app = Fastify()
@@ -202,7 +202,7 @@ t.test('no request byte reaches a header', async (t) => {
 })
 
 t.test('the route config is read without request.routeOptions, and the same as through it', async (t) => {
-  const { routeConfigReader } = await import('../lib/gate/route-config.js')
+  const { routeConfigReader } = await import('../../lib/gate/route-config.js')
   const app = Fastify()
   t.teardown(() => app.close())
   const seen: boolean[] = []

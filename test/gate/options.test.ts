@@ -6,16 +6,16 @@ import {
   DEFAULT_RATE_LIMIT,
   DEFAULT_IPV6_SUBNET,
   type Settings
-} from '../lib/options.js'
-import { AdmissionError, AdmissionOptionError } from '../lib/errors.js'
+} from '../../lib/gate/options.js'
+import { AdmissionError, AdmissionOptionError } from '../../lib/gate/errors.js'
 import admission, {
   AdmissionOptionError as ExportedOptionError,
   MemoryBackend,
   memoryBackend,
   RatesInvalidArgumentError
-} from '../lib/index.js'
-import type { AdmissionOptions, Algorithm, RatesBackend } from '../lib/index.js'
-import { capacityOf, normalizePolicy } from '../lib/rates/policy.js'
+} from '../../lib/index.js'
+import type { AdmissionOptions, Algorithm, RatesBackend } from '../../lib/index.js'
+import { capacityOf, normalizePolicy } from '../../lib/rates/policy.js'
 
 const MAX = Number.MAX_SAFE_INTEGER
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']

@@ -7,9 +7,9 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import admission, {
   memoryBackend, MemoryBackend, RatesInvalidArgumentError, RatesUnavailableError,
   type Algorithm, type RateDecision, type RateLimiter, type RatePolicy
-} from '../../lib/index.js'
-import { DEFAULT_MAX_IDENTITIES, MAX_IDENTITIES_VARIABLE } from '../../lib/rates/memory-backend.js'
-import { thrown } from '../helpers/errors.js'
+} from '../../../lib/index.js'
+import { DEFAULT_MAX_IDENTITIES, MAX_IDENTITIES_VARIABLE } from '../../../lib/backends/memory/memory-backend.js'
+import { thrown } from '../../helpers/errors.js'
 
 const T0 = 1_700_000_000_000
 const VARIABLE = 'RATES_MAX_IDENTITIES'

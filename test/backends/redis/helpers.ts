@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
-import type { RedisScriptClient } from '../../lib/rates/redis/redis-backend.js'
+import type { RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 
 export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 

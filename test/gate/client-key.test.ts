@@ -1,8 +1,8 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { clientKey } from '../lib/client-key.js'
-import admission from '../lib/index.js'
-import type { AdmissionOptions } from '../lib/index.js'
+import { clientKey } from '../../lib/gate/client-key.js'
+import admission from '../../lib/index.js'
+import type { AdmissionOptions } from '../../lib/index.js'
 
 t.test('IPv4 addresses are their own key', async (t) => {
   for (const ip of ['1.2.3.4', '127.0.0.1', '0.0.0.0', '255.255.255.255', '10.0.0.1']) {

@@ -1,10 +1,10 @@
-import { kernelOf, type Policy } from '../core/rates/index.js'
-import { ADMITTED, MemoryLimiter, SATURATED } from '../memory-limiter.js'
-import type { BackendLimiter, RatesBackend } from './backend.js'
-import { epochMs } from './clock.js'
-import { allowedDecision, deniedDecision, type RateDecision } from './decision.js'
-import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from './errors.js'
-import { LimiterMap } from './limiter-map.js'
+import { kernelOf, type Policy } from '../../core/rates/index.js'
+import { ADMITTED, MemoryLimiter, SATURATED } from './memory-limiter.js'
+import type { BackendLimiter, RatesBackend } from '../../rates/backend.js'
+import { epochMs } from '../../rates/clock.js'
+import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
+import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { LimiterMap } from '../../rates/limiter-map.js'
 
 export interface MemoryBackendOptions {
   /**
