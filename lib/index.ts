@@ -3,7 +3,7 @@ import { admissionPlugin } from './gate/plugin.js'
 export { admissionPlugin as admission }
 export { AdmissionError, AdmissionOptionError, AdmissionKeyError } from './gate/errors.js'
 export type { AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
-export type { AdmissionDecorator } from './gate/plugin.js'
+export type { AdmissionDecorator, AdmissionRegistry } from './gate/decorator.js'
 export type { AdmissionStats, GateCounters } from './gate/stats.js'
 
 export { memoryBackend, MemoryBackend } from './backends/memory/memory-backend.js'

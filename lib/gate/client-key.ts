@@ -1,4 +1,6 @@
 import { isIPv6 } from 'node:net'
+import { Buffer } from 'node:buffer'
+import { AdmissionKeyError } from './errors.js'
 
 /**
  * The key of a client address. IPv4 stays as it is; an IPv4-mapped IPv6 address is its IPv4
@@ -45,4 +47,27 @@ function ipv6Groups (address: string): number[] {
   const head = parse(ip.slice(0, gap))
   const tail = parse(ip.slice(gap + 2))
   return [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail]
+}
+
+/** UTF-8 bytes a key may have (the rates capability's identity bound). */
+export const MAX_KEY_BYTES = 1024
+// A UTF-16 code unit is at most 3 UTF-8 bytes: a key this short needs no counting.
+const SHORT_KEY = Math.floor(MAX_KEY_BYTES / 3)
+
+interface WellFormed { isWellFormed (): boolean }
+
+/**
+ * A `key(request)` result as the quota's identity, injective on every backend. A well-formed
+ * string is itself; a string with a lone surrogate (which UTF-8, and so Redis, would store as
+ * U+FFFD, merging it with other keys) is escaped by JSON after a NUL, and so is a key that starts
+ * with NUL, so no escaped form can equal a plain key. Anything else is an `AdmissionKeyError`.
+ */
+export function gateKey (key: unknown): string {
+  if (typeof key !== 'string') throw new AdmissionKeyError(key, key === null ? 'null' : `a value of type ${typeof key}`)
+  const encoded = (key as string & WellFormed).isWellFormed() && key.charCodeAt(0) !== 0 ? key : '\u0000' + JSON.stringify(key)
+  if (encoded.length > SHORT_KEY) {
+    const bytes = Buffer.byteLength(encoded, 'utf8')
+    if (bytes > MAX_KEY_BYTES) throw new AdmissionKeyError(key, `a string of ${bytes} UTF-8 bytes (as stored)`)
+  }
+  return encoded
 }

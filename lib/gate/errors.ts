@@ -27,11 +27,16 @@ export class AdmissionOptionError extends AdmissionError {
   }
 }
 
-/** The `key(request)` option returned something that is not a string. */
+/**
+ * The `key(request)` option returned something that is not a key: not a string, or longer than
+ * the bound. The message says what was wrong, never the value itself (which may come from the
+ * request, and Fastify may show the message in a 500); `value` holds it, for logs.
+ */
 export class AdmissionKeyError extends AdmissionError {
   readonly value: unknown
-  constructor (value: unknown) {
-    super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string, got ${show(value)}`)
+  readonly statusCode = 500
+  constructor (value: unknown, got: string) {
+    super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string of at most 1024 UTF-8 bytes, got ${got}`)
     this.value = value
   }
 }

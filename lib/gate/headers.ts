@@ -1,11 +1,34 @@
+import { ceilDiv } from '../core/rates/arithmetic.js'
 import type { Policy } from '../core/rates/types.js'
+import { capacityOf } from '../rates/policy.js'
 
-/** `RateLimit-Policy` (IETF httpapi-ratelimit-headers, draft 10): quota and window in seconds, rounded up. */
-export function policyHeader (policy: Policy): string {
-  return `"default";q=${policy.limit};w=${Math.ceil(policy.windowMs / 1000)}`
+/**
+ * The quota a client can plan from (IETF httpapi-ratelimit-headers, draft 10): `q` units within
+ * `w` seconds. `q` is the policy's capacity, what a client at rest may send at once: `burst` for
+ * token-bucket and gcra, `limit` for the window algorithms. `w` is the time that whole quota takes
+ * to come back, rounded up to a second: `burst` at `limit` per `windowMs` for the first two, one
+ * window for the others. Rounding up only ever understates the rate, so a client that paces
+ * itself at q per w is never refused for it; and `r` (what remains) is never above `q`.
+ */
+export function quotaOf (policy: Policy): { quota: number, windowSeconds: number } {
+  const quota = capacityOf(policy)
+  const refillMs = policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra'
+    ? ceilDiv(quota * policy.windowMs, policy.limit)
+    : policy.windowMs
+  return { quota, windowSeconds: Math.max(1, ceilDiv(refillMs, 1000)) }
 }
 
-/** `RateLimit` after a decision: what remains and the seconds until full capacity, rounded up. */
-export function rateLimitHeader (remaining: number, resetAt: number, now: number): string {
-  return `"default";r=${remaining};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+/** `RateLimit-Policy`: `"default";q=<quota>;w=<seconds>`. */
+export function policyHeader (policy: Policy): string {
+  const { quota, windowSeconds } = quotaOf(policy)
+  return `"default";q=${quota};w=${windowSeconds}`
+}
+
+/**
+ * `RateLimit` after a decision: `r`, the cost-1 units left (clamped to 0..quota, whatever a custom
+ * backend reports), and `t`, the seconds until full capacity, rounded up.
+ */
+export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number): string {
+  const r = remaining > quota ? quota : remaining > 0 ? remaining : 0
+  return `"default";r=${r};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
 }

@@ -3,7 +3,6 @@ import type { Algorithm, Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { RatesInvalidArgumentError } from '../rates/errors.js'
-import { MemoryBackend } from '../backends/memory/memory-backend.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
 
 /**
@@ -58,6 +57,12 @@ export interface AdmissionOptions {
    * (the default) answers 503 with `Retry-After`; `'allow'` admits. Both are counted as `unavailable`.
    */
   onBackendError?: 'deny' | 'allow'
+  /**
+   * Part of every quota's address: change it together with a policy to move to fresh quotas on a
+   * shared backend (old keys expire by their TTL) instead of meeting the old policy there.
+   * Letters, digits, `.`, `_` and `-`, at most 64.
+   */
+  version?: string
   onShed?: (request: FastifyRequest) => void
   onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
 }
@@ -82,6 +87,7 @@ export interface Settings {
   readonly backend: RatesBackend | undefined
   readonly maxIdentities: number | undefined
   readonly onBackendError: 'deny' | 'allow'
+  readonly version: string | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
 }
@@ -90,7 +96,7 @@ export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: '
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'onShed', 'onLimit'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -146,6 +152,11 @@ function costWithin (path: string, value: unknown, policy: Readonly<Policy> | fa
   return cost
 }
 
+// With `rateLimit: false` the plugin's cost is the default of routes that have a policy of their own.
+function costOption (value: unknown, rateLimit: Readonly<Policy> | false): number {
+  return value === undefined ? 1 : costWithin('cost', value, rateLimit)
+}
+
 function backendErrorPolicy (value: unknown): 'deny' | 'allow' {
   if (value === undefined) return 'deny'
   if (value !== 'deny' && value !== 'allow') throw new AdmissionOptionError('onBackendError', "'deny' or 'allow'", value)
@@ -153,7 +164,6 @@ function backendErrorPolicy (value: unknown): 'deny' | 'allow' {
 }
 
 function isBackend (value: unknown): value is RatesBackend {
-  if (value instanceof MemoryBackend) return true
   const candidate = value as Partial<RatesBackend> | null
   return typeof candidate === 'object' && candidate !== null && typeof candidate.kind === 'string' &&
     typeof candidate.limiter === 'function' && typeof candidate.stop === 'function'
@@ -161,7 +171,7 @@ function isBackend (value: unknown): value is RatesBackend {
 
 function backendOption (value: unknown, maxIdentities: unknown): RatesBackend | undefined {
   if (value === undefined) return undefined
-  if (!isBackend(value)) throw new AdmissionOptionError('backend', 'a backend made by memoryBackend() or redisBackend()', value)
+  if (!isBackend(value)) throw new AdmissionOptionError('backend', 'a backend { kind, limiter(), stop() } such as memoryBackend() or redisBackend() make', value)
   if (maxIdentities !== undefined) throw new AdmissionOptionError('maxIdentities', 'unset when `backend` is given (set it on the backend)', maxIdentities)
   return value
 }
@@ -170,6 +180,24 @@ function optionalFunction<F> (path: string, value: unknown): F | undefined {
   if (value === undefined) return undefined
   if (typeof value !== 'function') throw new AdmissionOptionError(path, 'a function', value)
   return value as F
+}
+
+function versionOption (value: unknown): string | undefined {
+  if (value === undefined) return undefined
+  if (typeof value !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(value)) {
+    throw new AdmissionOptionError('version', 'a string of 1 to 64 letters, digits, `.`, `_` or `-`', value)
+  }
+  return value
+}
+
+// The key is needed before the request may go on, on its own path: an async function's promise
+// is not a key. (A plain function that returns a promise fails at the request, as any non-string.)
+function keyOption (value: unknown): ((request: FastifyRequest) => string) | undefined {
+  const key = optionalFunction<(request: FastifyRequest) => string>('key', value)
+  if (key !== undefined && Object.prototype.toString.call(key) === '[object AsyncFunction]') {
+    throw new AdmissionOptionError('key', 'a synchronous function (request) => string (an async function returns a promise, not a key)', value)
+  }
+  return key
 }
 
 /** The plugin's options, checked once at registration. */
@@ -188,14 +216,15 @@ export function validateOptions (options: unknown): Settings {
   return Object.freeze({
     maxInFlight: maxInFlight('maxInFlight', input.maxInFlight, false),
     rateLimit,
-    cost: input.cost === undefined ? 1 : costWithin('cost', input.cost, rateLimit),
+    cost: costOption(input.cost, rateLimit),
     limitStatusCode: statusCode,
     responseBody: body,
     headers,
-    key: optionalFunction<(request: FastifyRequest) => string>('key', input.key),
+    key: keyOption(input.key),
     ipv6Subnet,
     backend: backendOption(input.backend, input.maxIdentities),
     onBackendError: backendErrorPolicy(input.onBackendError),
+    version: versionOption(input.version),
     maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
     onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit)
@@ -214,6 +243,10 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   knownKeys(path, input, GATE_KEYS)
   const rateLimit = input.rateLimit === undefined ? undefined : ratePolicy(`${path}.rateLimit`, input.rateLimit)
   const effective = rateLimit === undefined ? plugin.rateLimit : rateLimit
+  // A route without a quota has nothing for a cost to take from: a cost there is a mistake.
+  if (effective === false && input.cost !== undefined) {
+    throw new AdmissionOptionError(`${path}.cost`, 'absent where there is no rate limit (a cost takes from a quota)', input.cost)
+  }
   // A route that keeps the plugin's cost must still be able to pay it from its own bucket.
   const cost = costWithin(`${path}.cost`, input.cost === undefined ? plugin.cost : input.cost, effective)
   return Object.freeze({

@@ -1,126 +1,153 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
-import { clientKey } from './client-key.js'
-import { AdmissionKeyError } from './errors.js'
-import { rateLimitHeader } from './headers.js'
-import { ADMITTED, SATURATED } from '../backends/memory/memory-limiter.js'
-import type { Settings } from './options.js'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import { ADMITTED, UNDECIDABLE } from '../rates/backend.js'
 import type { RateDecision } from '../rates/decision.js'
-import { RatesUnavailableError } from '../rates/errors.js'
+import { RatesError, RatesUnavailableError } from '../rates/errors.js'
+import { clientKey, gateKey } from './client-key.js'
+import { rateLimitHeader } from './headers.js'
+import type { Settings } from './options.js'
+import type { Permits } from './permits.js'
+import { describePolicy } from './policy-text.js'
 import { refuse } from './refusal.js'
-import type { GateCounters } from './stats.js'
 import type { RouteGate } from './route-gate.js'
-import type { Slots } from './permits.js'
+import type { GateCounters } from './stats.js'
 
 type Next = (error?: Error) => void
 
 /**
- * The second step of the gate: the client's quota. On the memory backend it decides on the
- * request's own path (no promise); on another backend it waits for one round trip.
+ * The second step of the gate: the client's quota. On a backend with synchronous decisions
+ * (memory) it decides on the request's own path, with no promise; on another (Redis) it waits
+ * for one round trip. Whatever the backend does wrong — it cannot decide, it finds another
+ * policy at the quota's address, it answers nonsense, it throws — the request is answered by
+ * `onBackendError`, counted as `unavailable`, and logged once per route until a decision succeeds.
  */
 export class RateCheck {
   private readonly settings: Settings
   private readonly global: GateCounters
-  private readonly slots: Slots
-  private readonly clock: () => number
+  private readonly permits: Permits
+  private readonly log: FastifyBaseLogger
 
-  constructor (settings: Settings, global: GateCounters, slots: Slots, clock: () => number) {
+  constructor (settings: Settings, global: GateCounters, permits: Permits, log: FastifyBaseLogger) {
     this.settings = settings
     this.global = global
-    this.slots = slots
-    this.clock = clock
+    this.permits = permits
+    this.log = log
   }
 
+  /** The client's key for the quotas: the option's `key(request)`, or the address. */
   keyOf (request: FastifyRequest): string {
     const chosen = this.settings.key
     if (chosen === undefined) return clientKey(request.ip, this.settings.ipv6Subnet)
-    const key: unknown = chosen(request)
-    if (typeof key !== 'string') throw new AdmissionKeyError(key)
-    return key
+    return gateKey(chosen(request))
   }
 
-  /** Runs the check; calls `next` when the request may go on, or answers it. */
+  /** Runs the check on a gate with a limiter; calls `next` when the request may go on, or answers it. */
   run (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, next: Next): void {
     let key: string
     try {
       key = this.keyOf(request)
     } catch (error) {
-      // Fastify answers 500; the request holds its slot but is not followed yet.
-      this.slots.free(request)
+      // Fastify answers 500 (the application's `key` is wrong); the permit goes back now.
+      this.permits.free(request)
       next(error as Error)
       return
     }
-    const local = gate.local
-    if (local !== undefined) {
-      const now = this.clock()
-      const verdict = local.consume(key, now, gate.cost)
-      if (verdict === SATURATED) {
-        this.unavailable(request, reply, gate, local.retryAfterMs, next)
+    const synchronous = gate.synchronous
+    if (synchronous !== undefined) {
+      const verdict = synchronous.decide(key, gate.cost)
+      if (verdict === UNDECIDABLE) {
+        this.failed(request, reply, gate, undefined, synchronous.retryAfterMs, next)
         return
       }
-      if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, local.remaining, local.resetAt, now)
-      if (verdict === ADMITTED) this.admit(reply, gate, next)
-      else this.limit(request, reply, gate, local.retryAfterMs)
+      if (gate.failing) gate.failing = false
+      if (gate.policyHeader !== undefined) this.headers(reply, gate, synchronous.remaining, synchronous.resetAt, synchronous.decidedAt)
+      if (verdict === ADMITTED) this.admit(gate, next)
+      else this.limit(request, reply, gate, synchronous.retryAfterMs)
       return
     }
-    // The client may go away during the round trip: the slot follows the request from here.
-    this.slots.follow(reply)
-    const remote = gate.remote!
-    remote.consume(key, gate.cost).then(
+    let pending: Promise<RateDecision>
+    try {
+      pending = gate.limiter!.consume(key, gate.cost)
+    } catch (error) {
+      // A custom backend that throws instead of rejecting.
+      this.failed(request, reply, gate, error, undefined, next)
+      return
+    }
+    Promise.resolve(pending).then(
       (decision: RateDecision) => {
-        if (gate.policyHeader !== undefined) this.headers(reply, gate.policyHeader, decision.remaining, decision.resetAt, this.clock())
-        if (decision.allowed) this.admit(reply, gate, next)
+        if (!isDecision(decision)) {
+          this.failed(request, reply, gate, new RatesUnavailableError(`the backend answered ${typeof decision === 'object' ? 'an object that is not a decision' : `a ${typeof decision}`}`), undefined, next)
+          return
+        }
+        if (gate.failing) gate.failing = false
+        // A remote decision carries the backend's clock in `resetAt`: its distance from the
+        // decision is what the header reports, and the local clock is no worse a reference.
+        if (gate.policyHeader !== undefined) this.headers(reply, gate, decision.remaining, decision.resetAt, Date.now())
+        if (decision.allowed) this.admit(gate, next)
         else this.limit(request, reply, gate, decision.retryAfterMs)
       },
-      (error: unknown) => {
-        if (error instanceof RatesUnavailableError) this.unavailable(request, reply, gate, error.retryAfterMs, next)
-        else next(error as Error)
-      }
+      (error: unknown) => { this.failed(request, reply, gate, error, undefined, next) }
     )
   }
 
-  private headers (reply: FastifyReply, policy: string, remaining: number, resetAt: number, now: number): void {
-    reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitHeader(remaining, resetAt, now))
+  private headers (reply: FastifyReply, gate: RouteGate, remaining: number, resetAt: number, now: number): void {
+    reply.header('ratelimit-policy', gate.policyHeader).header('ratelimit', rateLimitHeader(remaining, gate.quota, resetAt, now))
   }
 
-  /**
-   * Lets the request go on, its slot followed to the request's end (a remote check follows it
-   * from before its round trip).
-   */
-  admit (reply: FastifyReply, gate: RouteGate, next: Next): void {
-    if (gate.remote === undefined) this.slots.follow(reply)
+  /** Lets the request go on (it holds its permits until its work ends). */
+  admit (gate: RouteGate, next: Next): void {
     this.global.admitted++
     gate.counters.admitted++
     next()
   }
 
   private limit (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retryAfterMs: number): void {
-    this.slots.free(request)
+    this.permits.free(request)
     this.global.limited++
     gate.counters.limited++
     if (this.settings.onLimit !== undefined) this.settings.onLimit(request, retryAfterMs)
-    refuse(reply, this.settings.limitStatusCode, Math.ceil(retryAfterMs / 1000), this.settings.responseBody, 'Rate limit exceeded')
+    refuse(reply, this.settings.limitStatusCode, Math.max(1, Math.ceil(retryAfterMs / 1000)), this.settings.responseBody, 'Rate limit exceeded')
   }
 
   /**
-   * The backend could not decide (Redis down or slow, or the memory backend full of live state).
-   * Fail closed with 503 unless the application asked by name to admit; counted either way.
+   * The backend could not decide. Fail closed with 503 unless the application asked by name to
+   * admit; counted either way; logged once (the first failure after a success), at `error`, with
+   * the route and the policy in the application's terms — never in the response.
    */
-  private unavailable (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retryAfterMs: number | undefined, next: Next): void {
+  private failed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, error: unknown, retryAfterMs: number | undefined, next: Next): void {
     this.global.unavailable++
     gate.counters.unavailable++
+    if (!gate.failing) {
+      gate.failing = true
+      this.log.error({
+        route: gate.name,
+        policy: describePolicy(gate.policy!),
+        code: error instanceof RatesError ? error.code : error === undefined ? 'RATES_UNAVAILABLE' : undefined,
+        err: error
+      }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); answering by onBackendError '${this.settings.onBackendError}' until it can`)
+    }
     if (this.settings.onBackendError === 'allow') {
-      this.admit(reply, gate, next)
+      this.admit(gate, next)
       return
     }
-    this.slots.free(request)
-    this.shed(request, reply, gate, retryAfterMs === undefined ? 1 : Math.max(1, Math.ceil(retryAfterMs / 1000)))
+    this.permits.free(request)
+    const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
+    refuse(reply, 503, wait === undefined ? 1 : Math.max(1, Math.ceil(wait / 1000)), this.settings.responseBody, 'Service temporarily unavailable')
   }
 
-  /** A 503 for a full gate or an undecidable quota. */
-  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retrySeconds: number): void {
+  /** A 503 for a full in-flight gate. */
+  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): void {
     this.global.shed++
     gate.counters.shed++
     if (this.settings.onShed !== undefined) this.settings.onShed(request)
-    refuse(reply, 503, retrySeconds, this.settings.responseBody, 'Server is at capacity')
+    refuse(reply, 503, 1, this.settings.responseBody, 'Server is at capacity')
   }
+}
+
+/** A decision as the backend contract describes it: checked, since a custom backend may get it wrong. */
+function isDecision (value: unknown): value is RateDecision {
+  if (typeof value !== 'object' || value === null) return false
+  const d = value as { allowed?: unknown, remaining?: unknown, resetAt?: unknown, retryAfterMs?: unknown }
+  return (d.allowed === true || (d.allowed === false && typeof d.retryAfterMs === 'number' && Number.isSafeInteger(d.retryAfterMs) && d.retryAfterMs >= 0)) &&
+    typeof d.remaining === 'number' && Number.isSafeInteger(d.remaining) &&
+    typeof d.resetAt === 'number' && Number.isSafeInteger(d.resetAt)
 }

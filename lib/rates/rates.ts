@@ -42,10 +42,13 @@ export interface Rates extends RatesScope {
 /** What every caller of one registration shares: the backend and whether it has stopped. */
 export class RatesRuntime {
   readonly backend: RatesBackend
+  /** Whether stopping the runtime stops the backend: only when the plugin made it. */
+  private readonly owned: boolean
   private stopped = false
 
-  constructor (backend: RatesBackend) {
+  constructor (backend: RatesBackend, owned: boolean) {
     this.backend = backend
+    this.owned = owned
   }
 
   get isStopped (): boolean {
@@ -54,7 +57,7 @@ export class RatesRuntime {
 
   async stop (): Promise<void> {
     this.stopped = true
-    await this.backend.stop()
+    if (this.owned) await this.backend.stop()
   }
 }
 

@@ -1,6 +1,8 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { clientKey } from '../../lib/gate/client-key.js'
+import { clientKey, gateKey } from '../../lib/gate/client-key.js'
+import { AdmissionKeyError } from '../../lib/gate/errors.js'
+import { thrown } from '../helpers/errors.js'
 import admission from '../../lib/index.js'
 import type { AdmissionOptions } from '../../lib/index.js'
 
@@ -249,4 +251,46 @@ t.test('plugin: the key error reaches a custom error handler as AdmissionKeyErro
   const res = await app.inject('/')
   t.equal(res.statusCode, 418)
   t.same(res.json(), { name: 'AdmissionKeyError', code: 'ADMISSION_INVALID_KEY', value: 42 })
+})
+
+t.test('gateKey: injective, escapes only what UTF-8 would merge, bounded', async (t) => {
+  t.equal(gateKey('alice'), 'alice', 'a well-formed key is itself (no copy on the hot path)')
+  t.equal(gateKey(''), '')
+  t.equal(gateKey('10.0.0.1'), '10.0.0.1')
+  const lone = ['\uD800', '\uDBFF', '\uDC00', 'a\uD800b', '\uD800\uD800']
+  const keys = [...lone, '\uFFFD', '\u0000', '\u0000"\\ud800"', 'x\u0000', '\uD83D\uDE00']
+  const encoded = keys.map(gateKey)
+  t.equal(new Set(encoded).size, keys.length, 'no two keys share an encoding')
+  for (const e of encoded) t.ok((e as string & { isWellFormed (): boolean }).isWellFormed(), `${JSON.stringify(e)} is well-formed (stored alike on every backend)`)
+  t.equal(gateKey('\uD800'), '\u0000"\\ud800"')
+  t.equal(gateKey('\u0000x'), '\u0000"\\u0000x"', 'a key starting with NUL is escaped too, so no escaped form equals a plain key')
+  t.equal(gateKey('x'.repeat(1024)), 'x'.repeat(1024), '1024 bytes is the bound')
+  t.equal(gateKey('é'.repeat(512)), 'é'.repeat(512), '512 two-byte characters')
+  for (const [value, got] of [['x'.repeat(1025), 'a string of 1025 UTF-8 bytes (as stored)'], ['é'.repeat(513), 'a string of 1026 UTF-8 bytes (as stored)'],
+    [5, 'a value of type number'], [null, 'null'], [Promise.resolve('k'), 'a value of type object']] as const) {
+    const error = thrown(() => gateKey(value)) as AdmissionKeyError
+    t.type(error, AdmissionKeyError)
+    t.equal(error.message, `Expected the \`key\` option to return a string of at most 1024 UTF-8 bytes, got ${got}`)
+    t.equal(error.value, value)
+  }
+})
+
+t.test('plugin: keys that differ only in lone surrogates get separate quotas; an over-long key is a 500 that echoes nothing', async (t) => {
+  const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => String(request.headers['x-k'] ?? '').replace('LONE', '\uD800').replace('PAIR', '\uFFFD') })
+  t.teardown(() => app.close())
+  t.equal((await app.inject({ url: '/', headers: { 'x-k': 'LONE' } })).statusCode, 200)
+  t.equal((await app.inject({ url: '/', headers: { 'x-k': 'PAIR' } })).statusCode, 200, 'U+FFFD is not the lone surrogate')
+  t.equal((await app.inject({ url: '/', headers: { 'x-k': 'LONE' } })).statusCode, 429)
+  const long = await app.inject({ url: '/', headers: { 'x-k': 'secret'.repeat(200) } })
+  t.equal(long.statusCode, 500)
+  t.notMatch(long.body, /secret/)
+  t.equal(app.admission.stats().inFlight, 0)
+})
+
+t.test('the registry is reached with the same key the gate uses', async (t) => {
+  const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 }, key: (request) => String(request.headers['x-k']) })
+  t.teardown(() => app.close())
+  await app.inject({ url: '/', headers: { 'x-k': 'u1' } })
+  t.match(await app.admission.registry.get('u1'), { tokens: 60_000, last: Number })
+  t.equal(await app.admission.registry.get('u2'), undefined)
 })

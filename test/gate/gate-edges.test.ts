@@ -1,48 +1,61 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import admission from '../../lib/index.js'
-import type { RatesBackend } from '../../lib/rates/backend.js'
-import { Slots } from '../../lib/gate/permits.js'
+import { Permits } from '../../lib/gate/permits.js'
 import type { RouteGate } from '../../lib/gate/route-gate.js'
 import { newCounters } from '../../lib/gate/stats.js'
 
-t.test('a backend error other than RATES_UNAVAILABLE is a 500, and the slot comes back', async (t) => {
-  const broken: RatesBackend = {
-    kind: 'broken',
-    limiter: (_address, policy) => ({ policy, consume: async () => { throw new Error('a bug in the backend') } }),
-    stop: async () => {}
-  }
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(admission, { maxInFlight: 1, backend: broken, onBackendError: 'allow' })
-  app.get('/', async () => 'never')
-  const res = await app.inject('/')
-  t.equal(res.statusCode, 500, 'not admitted, not a silent allow: it is not an unavailability the app chose to allow')
-  t.match(res.json(), { message: 'a bug in the backend' })
-  t.match(app.admission.stats(), { inFlight: 0, admitted: 0, unavailable: 0 })
-})
-
-t.test('two routes with one name (constraints) count together', async (t) => {
+t.test('two routes with one method and URL (constraints) get a gate each, named apart', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, { rateLimit: false })
   app.get('/', { constraints: { version: '1.0.0' } }, async () => 'v1')
   app.get('/', { constraints: { version: '2.0.0' } }, async () => 'v2')
+  app.get('/', { constraints: { version: '3.0.0' } }, async () => 'v3')
   t.equal((await app.inject({ url: '/', headers: { 'accept-version': '1.x' } })).body, 'v1')
   t.equal((await app.inject({ url: '/', headers: { 'accept-version': '2.x' } })).body, 'v2')
-  t.equal(app.admission.stats().routes['GET /']!.admitted, 2)
+  t.equal((await app.inject({ url: '/', headers: { 'accept-version': '2.x' } })).body, 'v2')
+  t.equal(app.admission.stats().routes['GET /']!.admitted, 1)
+  t.equal(app.admission.stats().routes['GET / #2']!.admitted, 2)
+  t.equal(app.admission.stats().routes['GET / #3']!.admitted, 0)
 })
 
-t.test('Slots.free gives back once: a second call changes nothing', async (t) => {
+t.test('two routes given the same config object share nothing', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { rateLimit: false })
+  const config = { admission: { maxInFlight: 1, rateLimit: { limit: 1, windowMs: 60_000 } } }
+  app.get('/a', { config }, async () => 'a')
+  app.get('/b', { config }, async () => 'b')
+  t.equal((await app.inject('/a')).statusCode, 200)
+  t.equal((await app.inject('/b')).statusCode, 200, 'a quota of its own: /a took the only unit of its own')
+  t.equal((await app.inject('/a')).statusCode, 429)
+  t.match(app.admission.stats().routes, { 'GET /a': { admitted: 1, limited: 1 }, 'GET /b': { admitted: 1, limited: 0 } })
+})
+
+t.test('GET and its automatic HEAD share one gate and quota, listed once', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { rateLimit: false })
+  app.get('/', { config: { admission: { rateLimit: { limit: 2, windowMs: 60_000 } } } }, async () => 'ok')
+  t.equal((await app.inject({ method: 'HEAD', url: '/' })).statusCode, 200)
+  t.equal((await app.inject('/')).statusCode, 200)
+  t.equal((await app.inject({ method: 'HEAD', url: '/' })).statusCode, 429)
+  t.same(Object.keys(app.admission.stats().routes).sort(), ['404', 'GET /'])
+  t.match(app.admission.stats().routes['GET /'], { admitted: 2, limited: 1 })
+})
+
+t.test('Permits.free gives back once: a second call changes nothing', async (t) => {
   const fastify = { decorateRequest: () => {} } as never
   const global = newCounters()
   const gate = { counters: newCounters(), maxInFlight: 0 } as unknown as RouteGate
-  const slots = new Slots(fastify, global, 2, gate)
-  const request = {} as never
-  t.ok(slots.take(request, gate))
+  const permits = new Permits(fastify, global, 2)
+  // No connection to follow (a request object some test double made): nothing to listen to.
+  const request = { raw: {} } as never
+  t.ok(permits.take(request, {} as never, gate))
   t.equal(global.inFlight, 1)
-  slots.free(request)
-  slots.free(request)
+  permits.free(request)
+  permits.free(request)
   t.equal(global.inFlight, 0)
   t.equal(gate.counters.inFlight, 0)
 })

@@ -39,7 +39,8 @@ t.test('429 with an honest Retry-After, RateLimit headers and a JSON body', asyn
   for (let i = 0; i < 20; i++) {
     const res = await app.inject('/')
     t.equal(res.statusCode, 200)
-    t.equal(res.headers['ratelimit-policy'], '"default";q=100;w=60')
+    // q is the capacity (the burst), w the seconds it takes to come back: 20 at 100 a minute.
+    t.equal(res.headers['ratelimit-policy'], '"default";q=20;w=12')
     t.equal(res.headers.ratelimit, `"default";r=${19 - i};t=${Math.ceil(((i + 1) * 600) / 1000)}`)
   }
   const refused = await app.inject('/')
@@ -130,13 +131,32 @@ t.test('a route semaphore sheds that route only, on top of the global gate', asy
   t.ok(await eventually(() => app.admission.stats().inFlight === 0))
 })
 
-t.test('not-found requests pass the global gate and count under 404', async (t) => {
+t.test('not-found requests pass no hook of the plugin unless the app wires admission.notFound', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 } })
   t.equal((await app.inject('/nope')).statusCode, 404)
-  t.equal((await app.inject('/nope')).statusCode, 429)
-  t.match(app.admission.stats().routes['404'], { admitted: 1, limited: 1 })
+  t.equal((await app.inject('/nope')).statusCode, 404, 'not limited: no route, no hook')
+  t.match(app.admission.stats().routes['404'], { admitted: 0, limited: 0 })
+
+  const wired = Fastify()
+  t.teardown(() => wired.close())
+  await wired.register(admission, { maxInFlight: 1, rateLimit: { limit: 2, windowMs: 60_000 } })
+  wired.setNotFoundHandler({ preHandler: wired.admission.notFound }, async (_req, reply) => reply.code(404).send('none'))
+  const hold = deferred()
+  const entered = deferred()
+  wired.get('/slow', async () => { entered.resolve(); await hold.promise; return 'slow' })
+  t.equal((await wired.inject('/nope')).statusCode, 404)
+  const slow = wired.inject('/slow')
+  await entered.promise
+  const shed = await wired.inject('/nope')
+  t.equal(shed.statusCode, 503, 'refused while the gate is full')
+  t.equal(shed.headers['retry-after'], '1')
+  hold.resolve()
+  await slow
+  t.equal((await wired.inject('/nope')).statusCode, 429, 'the shared quota: /nope, then /slow took the two')
+  t.match(wired.admission.stats().routes['404'], { admitted: 1, limited: 1, shed: 1, inFlight: 0 })
+  t.equal(wired.admission.stats().inFlight, 0, 'a 404 holds no permit')
 })
 
 t.test('onShed and onLimit are told, with the wait in ms', async (t) => {
@@ -201,23 +221,3 @@ t.test('no request byte reaches a header', async (t) => {
   }
 })
 
-t.test('the route config is read without request.routeOptions, and the same as through it', async (t) => {
-  const { routeConfigReader } = await import('../../lib/gate/route-config.js')
-  const app = Fastify()
-  t.teardown(() => app.close())
-  const seen: boolean[] = []
-  const read = routeConfigReader()
-  app.addHook('onRequest', async (request) => { seen.push(read(request) === (request.routeOptions.config as unknown)) })
-  app.get('/', { config: { marker: 1 } }, async () => 'ok')
-  await app.inject('/')
-  await app.inject('/missing')
-  t.same(seen, [true, true], 'route and not-found configs')
-  // A request without Fastify's context symbol falls back to routeOptions.
-  const fallback = routeConfigReader()
-  const config = { fallback: true }
-  t.equal(fallback({ routeOptions: { config } } as never), config)
-  t.equal(fallback({ routeOptions: { config } } as never), config, 'and keeps falling back')
-  // A context without a config falls back too.
-  const empty = routeConfigReader()
-  t.equal(empty({ [Symbol('fastify.context')]: {}, routeOptions: { config } } as never), config)
-})

@@ -1,46 +1,71 @@
 import t from 'tap'
 import { policyHeader, rateLimitHeader } from '../../lib/gate/headers.js'
 import { MemoryLimiter, ADMITTED, LIMITED } from '../../lib/backends/memory/memory-limiter.js'
+import fc from 'fast-check'
 import { kernelOf, type Algorithm, type Policy } from '../../lib/core/rates/index.js'
+import { capacityOf } from '../../lib/rates/policy.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 
 const limiterFor = (policy: Policy): MemoryLimiter => new MemoryLimiter(kernelOf(policy.algorithm), policy, 10)
 
 /** The `RateLimit` header after the limiter's last decision, made at `now`. */
-const after = (limiter: MemoryLimiter, now: number): string => rateLimitHeader(limiter.remaining, limiter.resetAt, now)
+const after = (limiter: MemoryLimiter, now: number): string => rateLimitHeader(limiter.remaining, capacityOf(limiter.policy), limiter.resetAt, now)
 
-t.test('RateLimit-Policy: quota and window in whole seconds, rounded up', async (t) => {
-  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 20 }), '"default";q=100;w=60')
+t.test('RateLimit-Policy: q is the capacity, w the whole seconds it takes to come back, rounded up', async (t) => {
+  // token-bucket: burst at limit per window.
+  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 20 }), '"default";q=20;w=12', '20 at 100/min: 12 s')
+  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 100 }), '"default";q=100;w=60')
+  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 2, windowMs: 1000, burst: 3 }), '"default";q=3;w=2', 'burst above limit: 1.5 s rounds up')
   t.equal(policyHeader({ algorithm: 'token-bucket', limit: 1, windowMs: 1000, burst: 1 }), '"default";q=1;w=1')
   t.equal(policyHeader({ algorithm: 'token-bucket', limit: 5, windowMs: 1, burst: 5 }), '"default";q=5;w=1', '1 ms is 1 s')
   t.equal(policyHeader({ algorithm: 'token-bucket', limit: 5, windowMs: 1001, burst: 5 }), '"default";q=5;w=2')
-  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 5, windowMs: 1999, burst: 5 }), '"default";q=5;w=2')
-  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 7, windowMs: 86_400_000, burst: 1 }), '"default";q=7;w=86400')
+  t.equal(policyHeader({ algorithm: 'token-bucket', limit: 7, windowMs: 86_400_000, burst: 1 }), '"default";q=1;w=12343', 'ceil(86 400 000 / 7) ms')
   t.equal(policyHeader({ algorithm: 'token-bucket', limit: 7, windowMs: 1000 }), '"default";q=7;w=1', 'without a burst')
-})
-
-t.test('RateLimit-Policy: the same quota and window for every algorithm; burst does not show', async (t) => {
-  for (const algorithm of ALGORITHMS) {
+  t.equal(policyHeader({ algorithm: 'gcra', limit: 100, windowMs: 60_000, burst: 5 }), '"default";q=5;w=3')
+  t.equal(policyHeader({ algorithm: 'gcra', limit: 2, windowMs: 1000, burst: 4 }), '"default";q=4;w=2')
+  // The window algorithms: limit per window.
+  for (const algorithm of ['fixed-window', 'sliding-window-counter'] as const) {
     t.equal(policyHeader({ algorithm, limit: 100, windowMs: 60_000 }), '"default";q=100;w=60', algorithm)
     t.equal(policyHeader({ algorithm, limit: 3, windowMs: 2500 }), '"default";q=3;w=3', `${algorithm}, rounded up`)
   }
-  t.equal(policyHeader({ algorithm: 'gcra', limit: 100, windowMs: 60_000, burst: 5 }), '"default";q=100;w=60')
 })
 
-t.test('RateLimit: remaining and the seconds from now to resetAt, rounded up, never negative', async (t) => {
-  t.equal(rateLimitHeader(19, 600, 0), '"default";r=19;t=1')
-  t.equal(rateLimitHeader(0, 12_000, 0), '"default";r=0;t=12')
-  t.equal(rateLimitHeader(0, 12_000, 599), '"default";r=0;t=12', '11 401 ms')
-  t.equal(rateLimitHeader(0, 12_000, 1000), '"default";r=0;t=11', '11 000 ms exactly')
-  t.equal(rateLimitHeader(0, 12_000, 1001), '"default";r=0;t=11')
-  t.equal(rateLimitHeader(0, 12_000, 11_999), '"default";r=0;t=1', '1 ms is 1 s')
-  t.equal(rateLimitHeader(5, 12_000, 12_000), '"default";r=5;t=0', 'full now')
-  t.equal(rateLimitHeader(5, 12_000, 13_000), '"default";r=5;t=0', 'full since a while: not negative')
+t.test('RateLimit: remaining (clamped to 0..q) and the seconds from now to resetAt, rounded up, never negative', async (t) => {
+  t.equal(rateLimitHeader(19, 20, 600, 0), '"default";r=19;t=1')
+  t.equal(rateLimitHeader(0, 20, 12_000, 0), '"default";r=0;t=12')
+  t.equal(rateLimitHeader(0, 20, 12_000, 599), '"default";r=0;t=12', '11 401 ms')
+  t.equal(rateLimitHeader(0, 20, 12_000, 1000), '"default";r=0;t=11', '11 000 ms exactly')
+  t.equal(rateLimitHeader(0, 20, 12_000, 1001), '"default";r=0;t=11')
+  t.equal(rateLimitHeader(0, 20, 12_000, 11_999), '"default";r=0;t=1', '1 ms is 1 s')
+  t.equal(rateLimitHeader(5, 20, 12_000, 12_000), '"default";r=5;t=0', 'full now')
+  t.equal(rateLimitHeader(5, 20, 12_000, 13_000), '"default";r=5;t=0', 'full since a while: not negative')
+  t.equal(rateLimitHeader(50, 20, 0, 0), '"default";r=20;t=0', 'a backend reporting more than q: r is q')
+  t.equal(rateLimitHeader(-3, 20, 0, 0), '"default";r=0;t=0', 'or less than none: 0')
   // Epoch ticks: only the difference counts.
   const epoch = 1_767_225_600_000
-  t.equal(rateLimitHeader(3, epoch + 2500, epoch), '"default";r=3;t=3')
-  t.equal(rateLimitHeader(3, epoch + 86_400_000, epoch + 1), '"default";r=3;t=86400')
+  t.equal(rateLimitHeader(3, 20, epoch + 2500, epoch), '"default";r=3;t=3')
+  t.equal(rateLimitHeader(3, 20, epoch + 86_400_000, epoch + 1), '"default";r=3;t=86400')
+})
+
+t.test('property: r never exceeds q, for every algorithm and burst, after any decisions', async (t) => {
+  fc.assert(fc.property(
+    fc.constantFrom(...ALGORITHMS), fc.integer({ min: 1, max: 50 }), fc.integer({ min: 1, max: 100_000 }), fc.integer({ min: 1, max: 200 }),
+    fc.array(fc.tuple(fc.integer({ min: 0, max: 5000 }), fc.integer({ min: 1, max: 50 })), { minLength: 1, maxLength: 30 }),
+    (algorithm, limit, windowMs, burst, steps) => {
+      const policy: Policy = algorithm === 'token-bucket' || algorithm === 'gcra' ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }
+      const limiter = limiterFor(policy)
+      const q = Number(/q=(\d+)/.exec(policyHeader(policy))![1])
+      let now = 0
+      for (const [dt, cost] of steps) {
+        now += dt
+        limiter.consume('a', now, Math.min(cost, capacityOf(policy)))
+        const r = Number(/r=(\d+)/.exec(after(limiter, now))![1])
+        if (r > q) return false
+      }
+      return true
+    }), { numRuns: 300 })
+  t.pass('300 random policies and decision series')
 })
 
 t.test('RateLimit after token-bucket decisions: remaining requests and seconds until full', async (t) => {

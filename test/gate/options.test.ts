@@ -136,6 +136,7 @@ t.test('defaults', async (t) => {
       ipv6Subnet: 56,
       backend: undefined,
       onBackendError: 'deny',
+      version: undefined,
       maxIdentities: undefined,
       onShed: undefined,
       onLimit: undefined
@@ -180,6 +181,7 @@ t.test('every option, valid', async (t) => {
     ipv6Subnet: 64,
     backend: undefined,
     onBackendError: 'allow',
+    version: undefined,
     maxIdentities: 10,
     onShed,
     onLimit
@@ -187,8 +189,12 @@ t.test('every option, valid', async (t) => {
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
   t.equal(s.onLimit, onLimit)
-  // Other kinds of functions are functions too.
-  t.equal(validateOptions({ key: async function () { return 'k' } }).key?.constructor.name, 'AsyncFunction')
+  // An async key is refused: its promise is not a key.
+  const asyncKey = thrown(() => validateOptions({ key: async function () { return 'k' } })) as AdmissionOptionError
+  t.equal(asyncKey.code, 'ADMISSION_INVALID_OPTION')
+  t.equal(asyncKey.path, 'key')
+  t.match(asyncKey.message, /synchronous function/)
+  // Other kinds of functions are functions.
   const Bound = function (this: unknown): string { return 'k' }.bind(null)
   t.equal(validateOptions({ key: Bound }).key, Bound)
   // A backend instead of maxIdentities.
@@ -272,7 +278,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, onShed, onLimit, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {
@@ -594,7 +600,7 @@ t.test('backend: a memory backend (or another backend), never together with maxI
     [{ maxIdentities: 5 }, '{ maxIdentities: 5 }']
   ] as Bad[]) {
     optionsRejected(t, { backend: value }, 'backend', value, shown)
-    t.match((thrown(() => validateOptions({ backend: value })) as Error).message, /to be a backend made by memoryBackend\(\)/)
+    t.match((thrown(() => validateOptions({ backend: value })) as Error).message, /to be a backend \{ kind, limiter\(\), stop\(\) \}/)
   }
   // The bound belongs to the backend when one is given.
   for (const [value, shown] of [[5, '5 (number)'], [1_000_000, '1000000 (number)'], [0, '0 (number)'], [null, 'null (null)']] as Bad[]) {
@@ -756,11 +762,12 @@ t.test('route: cost against the policy it takes from', async (t) => {
   routeRejected(t, { rateLimit: { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1 } }, '.cost', 2, '2 (number)')
   t.same(validateRouteOptions({ rateLimit: { limit: 1, windowMs: 1000 }, cost: 1 }, WHERE, PLUGIN),
     { maxInFlight: false, rateLimit: { algorithm: 'token-bucket', limit: 1, windowMs: 1000, burst: 1 }, cost: 1 }, 'unless it sets its own cost')
-  // No policy at all: any positive cost.
-  t.equal((validateRouteOptions({ rateLimit: false, cost: 1e9 }, WHERE, PLUGIN) as { cost: number }).cost, 1e9)
+  // No policy at all: a cost is a mistake (it has nothing to take from).
+  routeRejected(t, { rateLimit: false, cost: 1e9 }, '.cost', 1e9, '1000000000 (number)')
+  t.match((thrown(() => validateRouteOptions({ rateLimit: false, cost: 1 }, WHERE, PLUGIN)) as Error).message, 'absent where there is no rate limit')
   const noLimit = validateOptions({ rateLimit: false, cost: 50 })
   t.same(validateRouteOptions({}, WHERE, noLimit), { maxInFlight: false, rateLimit: undefined, cost: 50 })
-  t.same(validateRouteOptions({ cost: 1e9 }, WHERE, noLimit), { maxInFlight: false, rateLimit: undefined, cost: 1e9 })
+  routeRejected(t, { cost: 1e9 }, '.cost', 1e9, '1000000000 (number)', noLimit)
   // ...but a route with its own policy must be able to pay the plugin's cost.
   const error = thrown(() => validateRouteOptions({ rateLimit: { limit: 10, windowMs: 1000 } }, 'POST /upload', noLimit))
   isOptionError(t, error, 'config.admission of POST /upload.cost', 50, '50 (number)')
@@ -965,7 +972,7 @@ t.test('plugin: valid route configs are accepted', async (t) => {
   app.get('/a', { config: { admission: false } }, h)
   app.get('/b', { config: { admission: {} } }, h)
   app.get('/c', { config: { admission: { maxInFlight: 8, rateLimit: { limit: 10, windowMs: 1_000 }, cost: 2 } } }, h)
-  app.get('/d', { config: { admission: { rateLimit: false, cost: 1000 } } }, h)
+  app.get('/d', { config: { admission: { rateLimit: false } } }, h)
   app.get('/e', { config: { admission: { rateLimit: { limit: 1, windowMs: 1000 }, cost: 1 } } }, h)
   app.get('/f', { config: { other: 1 } as never }, h)
   app.get('/g', { config: { admission: { rateLimit: { algorithm: 'fixed-window', limit: 2, windowMs: 1000 } } } }, h)

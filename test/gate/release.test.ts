@@ -101,7 +101,7 @@ t.test('client abort: held until the handler finishes, then released once', asyn
       hold.resolve()
       t.ok(await eventually(() => app.admission.stats().inFlight === 0), 'released when the handler ended')
       t.equal(finished, 1)
-      t.equal((await get(port, '/')).status, 200 + 0 * finished, 'the slot is usable again')
+      t.equal((await get(port, '/')).status, 200, 'the slot is usable again')
       t.equal(app.admission.stats().inFlight, 0, 'and not released twice (never below zero, never extra)')
     })
   }
@@ -173,11 +173,11 @@ t.test('a root and a child registration are two gates; each counts a child route
   await app.register(admission, { maxInFlight: 10, rateLimit: false })
   const hold = deferred()
   const entered = deferred()
-  let childStats: (() => { inFlight: number }) | undefined
-  await app.register(async (child) => {
-    await child.register(admission, { maxInFlight: 1, rateLimit: false })
-    childStats = () => child.admission.stats()
-    child.get('/child', async () => { entered.resolve(); await hold.promise; return 'child' })
+  let child!: FastifyInstance
+  await app.register(async (c) => {
+    child = c
+    await c.register(admission, { maxInFlight: 1, rateLimit: false })
+    c.get('/child', async () => { entered.resolve(); await hold.promise; return 'child' })
   })
   const port = await listen(app)
   const first = get(port, '/child')
@@ -185,10 +185,12 @@ t.test('a root and a child registration are two gates; each counts a child route
   t.equal(app.admission.stats().inFlight, 1, 'root gate counts it once')
   t.equal((await get(port, '/child')).status, 503, 'the child gate (max 1) is full')
   t.equal(app.admission.stats().inFlight, 1, 'the shed request took and returned the root slot')
+  t.not(child.admission, app.admission, 'the child registration has a decorator of its own')
+  t.match(child.admission.stats(), { inFlight: 1, shed: 1, admitted: 1 })
+  t.match(app.admission.stats(), { inFlight: 1, shed: 0, admitted: 2 })
   hold.resolve()
   t.equal((await first).status, 200)
-  t.ok(await eventually(() => app.admission.stats().inFlight === 0))
-  t.ok(childStats)
+  t.ok(await eventually(() => app.admission.stats().inFlight === 0 && child.admission.stats().inFlight === 0))
 })
 
 t.test('handlers running at once never exceed maxInFlight, under a mix of endings', async (t) => {
@@ -217,4 +219,32 @@ t.test('handlers running at once never exceed maxInFlight, under a mix of ending
   t.ok(await eventually(() => running === 0 && app.admission.stats().inFlight === 0, 3000), 'all slots back')
   t.ok(peak <= max, `peak ${peak} <= ${max}`)
   t.ok(peak >= 2, 'the load did overlap')
+})
+
+t.test('HTTP/2: a stream reset while the handler runs releases when the handler ends', async (t) => {
+  const { connect } = await import('node:http2')
+  const app = Fastify({ http2: true })
+  t.teardown(() => app.close())
+  await app.register(admission, { maxInFlight: 1, rateLimit: false })
+  const hold = deferred()
+  const entered = deferred()
+  app.get('/', async () => { entered.resolve(); await hold.promise; return 'late' })
+  app.get('/fast', async () => 'fast')
+  const port = await listen(app as unknown as FastifyInstance)
+  const session = connect(`http://127.0.0.1:${port}`)
+  t.teardown(() => session.close())
+  const stream = session.request({ ':path': '/' })
+  stream.on('error', () => {})
+  await entered.promise
+  stream.close()
+  await sleep(20)
+  t.equal(app.admission.stats().inFlight, 1, 'held: the handler still runs')
+  hold.resolve()
+  t.ok(await eventually(() => app.admission.stats().inFlight === 0), 'released when the handler ended')
+  const status = await new Promise<number>((resolve) => {
+    const again = session.request({ ':path': '/fast' })
+    again.on('response', (headers) => { resolve(Number(headers[':status'])); again.resume() })
+    again.end()
+  })
+  t.equal(status, 200, 'the permit is usable again, on the same session')
 })

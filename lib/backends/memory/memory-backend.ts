@@ -1,6 +1,6 @@
 import { kernelOf, type Policy } from '../../core/rates/index.js'
-import { ADMITTED, MemoryLimiter, SATURATED } from './memory-limiter.js'
-import type { BackendLimiter, RatesBackend } from '../../rates/backend.js'
+import { MemoryLimiter } from './memory-limiter.js'
+import { ADMITTED, UNDECIDABLE, type BackendLimiter, type RatesBackend, type SynchronousDecisions, type Verdict } from '../../rates/backend.js'
 import { epochMs } from '../../rates/clock.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
 import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
@@ -68,10 +68,15 @@ export class MemoryBackend implements RatesBackend {
   }
 }
 
-export class MemoryBackendLimiter implements BackendLimiter {
+/**
+ * One limiter in memory. It decides synchronously too (`synchronous`, itself): the HTTP gate's
+ * hot path reads the decision's details from its fields, with no promise and no allocation.
+ */
+export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecisions {
   readonly policy: Readonly<Policy>
-  /** The synchronous decision, for the HTTP gate's hot path. */
   readonly store: MemoryLimiter
+  readonly synchronous: SynchronousDecisions = this
+  decidedAt = 0
   private readonly backend: MemoryBackend
   private readonly address: string
 
@@ -82,15 +87,35 @@ export class MemoryBackendLimiter implements BackendLimiter {
     this.store = new MemoryLimiter(kernelOf(policy.algorithm), policy, backend.maxIdentities)
   }
 
+  get remaining (): number { return this.store.remaining }
+  get retryAfterMs (): number { return this.store.retryAfterMs }
+  get resetAt (): number { return this.store.resetAt }
+
+  decide (identity: string, cost: number): Verdict {
+    const now = this.backend.clock()
+    this.decidedAt = now
+    return this.store.consume(identity, now, cost)
+  }
+
   async consume (identity: string, cost: number): Promise<RateDecision> {
     if (this.backend.isStopped) throw new RatesStoppedError(this.address)
     const store = this.store
-    const verdict = store.consume(identity, this.backend.clock(), cost)
+    const verdict = this.decide(identity, cost)
     if (verdict === ADMITTED) return allowedDecision(store.remaining, store.resetAt)
-    if (verdict === SATURATED) {
+    if (verdict === UNDECIDABLE) {
       throw new RatesUnavailableError(`the memory backend tracks ${this.backend.maxIdentities} identities for this limiter, all with live state`, { retryAfterMs: store.retryAfterMs })
     }
     return deniedDecision(store.remaining, store.retryAfterMs, store.resetAt)
+  }
+
+  async state (identity: string): Promise<unknown> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    return this.store.peek(identity)
+  }
+
+  async delete (identity: string): Promise<boolean> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    return this.store.table.remove(identity)
   }
 }
 

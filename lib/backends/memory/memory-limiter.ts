@@ -1,11 +1,10 @@
 import type { Kernel, Policy } from '../../core/rates/types.js'
-import { SlotTable } from './state-table.js'
+import { ADMITTED, LIMITED, UNDECIDABLE, type Verdict } from '../../rates/backend.js'
+import { StateTable } from './state-table.js'
 
-export const ADMITTED = 0
-export const LIMITED = 1
+export { ADMITTED, LIMITED, type Verdict }
 /** Every slot holds a live state: the identity cannot be tracked yet. */
-export const SATURATED = 2
-export type Verdict = typeof ADMITTED | typeof LIMITED | typeof SATURATED
+export const SATURATED = UNDECIDABLE
 
 /**
  * One limiter's states in memory: a kernel (the algorithm, pure) over a slot table (the
@@ -13,7 +12,7 @@ export type Verdict = typeof ADMITTED | typeof LIMITED | typeof SATURATED
  */
 export class MemoryLimiter {
   readonly policy: Policy
-  readonly table: SlotTable
+  readonly table: StateTable
   private readonly kernel: Kernel<unknown>
   // Results of the last `consume`, read right after it (no allocation per decision).
   /** Milliseconds until the same cost passes (LIMITED) or until a slot frees (SATURATED); else 0. */
@@ -27,10 +26,16 @@ export class MemoryLimiter {
     this.kernel = kernel
     this.policy = policy
     const fields = kernel.fields
-    this.table = new SlotTable(fields, maxIdentities, {
+    this.table = new StateTable(fields, maxIdentities, {
       recoversAt: (data, slot) => kernel.recoversAt(kernel.read(data, slot * fields), policy),
       worstRecovery: worstRecovery(policy)
     })
+  }
+
+  /** The stored state of `key` (the kernel's value), or undefined. */
+  peek (key: string): unknown {
+    const slot = this.table.find(key)
+    return slot === -1 ? undefined : this.kernel.read(this.table.data, slot * this.kernel.fields)
   }
 
   consume (key: string, now: number, cost: number): Verdict {

@@ -16,7 +16,7 @@ export interface Recovery {
 
 const INITIAL_SLOTS = 1024
 
-export class SlotTable {
+export class StateTable {
   readonly fields: number
   readonly maxIdentities: number
   data: Float64Array
@@ -67,6 +67,19 @@ export class SlotTable {
       this.earliestSlot = slot
       this.stale = false
     }
+  }
+
+  /**
+   * Forgets `key`'s state; true when it had one. Its slot is free again. The remembered earliest
+   * recovery may have been this state's: it becomes stale (never too late, see `insert`).
+   */
+  remove (key: string): boolean {
+    const slot = this.index.get(key)
+    if (slot === undefined) return false
+    this.index.delete(key)
+    this.freeSlots.push(slot)
+    if (slot === this.earliestSlot) this.stale = true
+    return true
   }
 
   /** A new slot for `key` (the caller fills it, then calls `placed`), or -1 when every slot holds live state. */

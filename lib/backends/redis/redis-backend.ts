@@ -50,6 +50,15 @@ export interface RedisBackendTesting {
 export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
 const OPTIONS = ['client', 'prefix', 'timeoutMs', 'denyCache']
+// The registry's scripts: rare calls (an application resetting or inspecting one client), so plain
+// EVAL; one key each, like the decision.
+const READ_LUA = "return redis.call('GET', KEYS[1])"
+const DELETE_LUA = `local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local f = string.match(v, '^(%S+)')
+if f ~= ARGV[1] then return { f or '' } end
+redis.call('DEL', KEYS[1])
+return 1`
 const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([1-9][0-9]*):([1-9][0-9]*)(?::([1-9][0-9]*))?$/
 
 /**
@@ -125,6 +134,27 @@ export class RedisBackend implements RatesBackend {
    */
   run (key: string, args: string[]): Promise<unknown> {
     const client = this.client
+    return this.within((answer, fail, settled) => {
+      send(() => client.evalsha(DECIDE_SHA, 1, key, ...args)).then(answer, (error: unknown) => {
+        // No EVAL for a decision that already failed (timed out).
+        if (settled() || !isNoScript(error)) return fail(error)
+        send(() => client.eval(DECIDE_LUA, 1, key, ...args)).then(answer, fail)
+      })
+    })
+  }
+
+  /** Runs a rarely used script (the registry's reads and deletes) with `EVAL`, within `timeoutMs`. */
+  runOnce (script: string, key: string, args: string[]): Promise<unknown> {
+    return this.within((answer, fail) => {
+      send(() => this.client.eval(script, 1, key, ...args)).then(answer, fail)
+    })
+  }
+
+  /**
+   * Settles within `timeoutMs` of the call, whatever the client does; an answer that comes later
+   * is dropped (the timer is cleared as soon as one comes).
+   */
+  private within (start: (answer: (reply: unknown) => void, fail: (error: unknown) => void, settled: () => boolean) => void): Promise<unknown> {
     return new Promise((resolve, reject) => {
       let settled = false
       const timer = setTimeout(() => {
@@ -143,10 +173,7 @@ export class RedisBackend implements RatesBackend {
         clearTimeout(timer)
         reject(new RatesUnavailableError(`Redis failed: ${messageOf(error)}`, { cause: error }))
       }
-      send(() => client.evalsha(DECIDE_SHA, 1, key, ...args)).then(answer, (error: unknown) => {
-        if (settled || !isNoScript(error)) return fail(error)
-        send(() => client.eval(DECIDE_LUA, 1, key, ...args)).then(answer, fail)
-      })
+      start(answer, fail, () => settled)
     })
   }
 
@@ -206,12 +233,44 @@ export class RedisBackendLimiter implements BackendLimiter {
       cache?.remember(identity, this.kernel.read(Float64Array.from(reply.slice(6)), 0), serverNow, sent, received)
       return deniedDecision(remaining, retryAfterMs, resetAt)
     }
-    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') {
-      const stored = policyOf(reply[1])
-      if (stored !== undefined) throw new RatesPolicyConflictError(this.address, stored, this.policy)
-      throw new RatesUnavailableError(`the key ${JSON.stringify(this.keyOf(identity))} holds a value this backend did not write`)
-    }
+    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
     throw new RatesUnavailableError(`unexpected reply from the script for ${JSON.stringify(this.keyOf(identity))}: ${JSON.stringify(reply)}`)
+  }
+
+  /** The stored state, or undefined; a key written under another policy is a conflict. */
+  async state (identity: string): Promise<unknown> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    const key = this.keyOf(identity)
+    const stored = await this.backend.runOnce(READ_LUA, key, [])
+    if (stored === null) return undefined
+    if (typeof stored === 'string') {
+      const [fingerprint, ...numbers] = stored.split(' ')
+      if (fingerprint !== this.fingerprint) this.conflict(fingerprint!, key)
+      const values = numbers.map(Number)
+      if (values.length === this.kernel.fields && values.every((n) => Number.isSafeInteger(n))) {
+        return this.kernel.read(Float64Array.from(values), 0)
+      }
+    }
+    throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
+  }
+
+  /** Deletes the state if it was written under this policy; true when there was one. */
+  async delete (identity: string): Promise<boolean> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    const key = this.keyOf(identity)
+    // A local denial would outlive the state it was drawn from.
+    this.cache?.forget(identity)
+    const reply = await this.backend.runOnce(DELETE_LUA, key, [this.fingerprint])
+    if (reply === 1) return true
+    if (reply === 0) return false
+    if (Array.isArray(reply) && typeof reply[0] === 'string') this.conflict(reply[0], key)
+    throw new RatesUnavailableError(`unexpected reply from the delete script for ${JSON.stringify(key)}: ${JSON.stringify(reply)}`)
+  }
+
+  private conflict (fingerprint: string, key: string): never {
+    const stored = policyOf(fingerprint)
+    if (stored !== undefined) throw new RatesPolicyConflictError(this.address, stored, this.policy)
+    throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
   }
 }
 

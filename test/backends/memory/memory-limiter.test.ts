@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { MemoryLimiter, ADMITTED, LIMITED, SATURATED, worstRecovery, type Verdict } from '../../../lib/backends/memory/memory-limiter.js'
-import { SlotTable } from '../../../lib/backends/memory/state-table.js'
+import { StateTable } from '../../../lib/backends/memory/state-table.js'
 import { kernelOf, type Algorithm, type Kernel, type Policy } from '../../../lib/core/rates/index.js'
 import { capacityOf, normalizePolicy } from '../../../lib/rates/policy.js'
 
@@ -818,7 +818,7 @@ t.test('the slot table grows past its first 1024 slots and keeps every state, fo
 })
 
 t.test('the slot table never allocates more than maxIdentities slots', async (t) => {
-  const small = new SlotTable(2, 10, { recoversAt: () => Number.POSITIVE_INFINITY, worstRecovery: 5 })
+  const small = new StateTable(2, 10, { recoversAt: () => Number.POSITIVE_INFINITY, worstRecovery: 5 })
   t.equal(small.data.length, 20)
   for (const algorithm of ALGORITHMS) {
     const mid = limiterFor(normalizePolicy({ algorithm, limit: 100, windowMs: 60_000 }), 1500)
@@ -831,10 +831,10 @@ t.test('the slot table never allocates more than maxIdentities slots', async (t)
   }
 })
 
-t.test('SlotTable alone: insert, placed, find, touched and the wait it reports', async (t) => {
+t.test('StateTable alone: insert, placed, find, touched and the wait it reports', async (t) => {
   // States that recover at a time stored in the slot's first field; each look reads every state.
   let reads = 0
-  const table = new SlotTable(1, 2, { recoversAt: (data, slot) => { reads++; return data[slot]! }, worstRecovery: 1000 })
+  const table = new StateTable(1, 2, { recoversAt: (data, slot) => { reads++; return data[slot]! }, worstRecovery: 1000 })
   const put = (slot: number, recoversAt: number): void => {
     table.data[slot] = recoversAt
     table.placed(slot, recoversAt)
@@ -902,8 +902,8 @@ t.test('SlotTable alone: insert, placed, find, touched and the wait it reports',
 // A state placed while the table's earliest time is stale, and earlier than that time, is the exact
 // earliest: every other state recovers at or after the stale time. `placed` lowers the time but
 // keeps `stale` set, so until the table may look again it says the worst case.
-t.test('SlotTable: a state placed while the earliest one is stale, and earlier than it, is the exact earliest', async (t) => {
-  const table = new SlotTable(1, 3, { recoversAt: (data, slot) => data[slot]!, worstRecovery: 1000 })
+t.test('StateTable: a state placed while the earliest one is stale, and earlier than it, is the exact earliest', async (t) => {
+  const table = new StateTable(1, 3, { recoversAt: (data, slot) => data[slot]!, worstRecovery: 1000 })
   const put = (key: string, now: number, recoversAt: number): number => {
     const slot = table.insert(key, now)
     table.data[slot] = recoversAt
@@ -935,9 +935,9 @@ type TableOp =
 const TABLE_WORST = 100
 
 /** Runs `ops` on a new table; `check` sees each op that did something, with how many states the table read. */
-function runTable (maxIdentities: number, ops: readonly TableOp[], check?: (table: SlotTable, index: number, now: number, reads: number) => void): { table: SlotTable, now: number } {
+function runTable (maxIdentities: number, ops: readonly TableOp[], check?: (table: StateTable, index: number, now: number, reads: number) => void): { table: StateTable, now: number } {
   let reads = 0
-  const table = new SlotTable(1, maxIdentities, { recoversAt: (data, slot) => { reads++; return data[slot]! }, worstRecovery: TABLE_WORST })
+  const table = new StateTable(1, maxIdentities, { recoversAt: (data, slot) => { reads++; return data[slot]! }, worstRecovery: TABLE_WORST })
   let now = 0
   ops.forEach((op, index) => {
     const before = reads
@@ -964,7 +964,7 @@ function runTable (maxIdentities: number, ops: readonly TableOp[], check?: (tabl
   return { table, now }
 }
 
-t.test('property, SlotTable: refuses only when full of live states, never drops one, and every wait is exact or, only after the earliest state was used, the worst case', async (t) => {
+t.test('property, StateTable: refuses only when full of live states, never drops one, and every wait is exact or, only after the earliest state was used, the worst case', async (t) => {
   const counts = { refused: 0, exactWithoutLook: 0, exactAfterLook: 0, worst: 0 }
   // Few keys, short recoveries and short steps: many looks that free several slots at once, and
   // many uses of the earliest state in the millisecond of a look.

@@ -1,0 +1,7 @@
+import type { Policy } from '../core/rates/types.js'
+
+/** A policy in the words of the options that made it, for logs: `100 per 60000 ms (token-bucket, burst 20)`. */
+export function describePolicy (policy: Policy): string {
+  const burst = policy.burst === undefined || policy.burst === policy.limit ? '' : `, burst ${policy.burst}`
+  return `${policy.limit} per ${policy.windowMs} ms (${policy.algorithm}${burst})`
+}
