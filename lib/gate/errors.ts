@@ -2,6 +2,8 @@ import { inspect } from 'node:util'
 
 /** Every error this plugin throws by its own decision; `code` is stable across versions. */
 export class AdmissionError extends Error {
+  // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionError' }) }
   readonly code: string
   constructor (code: string, message: string) {
     super(message)
@@ -12,6 +14,7 @@ export class AdmissionError extends Error {
 
 /** An option or a route's `config.admission` that is not valid; `path` names it, `value` is what was given. */
 export class AdmissionOptionError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
   readonly path: string
   readonly value: unknown
   constructor (path: string, expected: string, value: unknown, message?: string, cause?: unknown) {
@@ -29,6 +32,7 @@ export class AdmissionOptionError extends AdmissionError {
 
 /** The `key(request)` option returned something that is not a string. */
 export class AdmissionKeyError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionKeyError' }) }
   readonly value: unknown
   constructor (value: unknown) {
     super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string, got ${show(value)}`)
