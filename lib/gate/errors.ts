@@ -2,6 +2,8 @@ import { inspect } from 'node:util'
 
 /** Every error this plugin throws by its own decision; `code` is stable across versions. */
 export class AdmissionError extends Error {
+  // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionError' }) }
   readonly code: string
   constructor (code: string, message: string) {
     super(message)
@@ -12,6 +14,7 @@ export class AdmissionError extends Error {
 
 /** An option or a route's `config.admission` that is not valid; `path` names it, `value` is what was given. */
 export class AdmissionOptionError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
   readonly path: string
   readonly value: unknown
   constructor (path: string, expected: string, value: unknown, message?: string, cause?: unknown) {
@@ -33,6 +36,7 @@ export class AdmissionOptionError extends AdmissionError {
  * request, and Fastify may show the message in a 500); `value` holds it, for logs.
  */
 export class AdmissionKeyError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionKeyError' }) }
   readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown, got: string) {

@@ -14,6 +14,8 @@ export type RatesErrorCode =
  * decision, never one of these.
  */
 export abstract class RatesError extends Error {
+  // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
+  static { Object.defineProperty(this, 'name', { value: 'RatesError' }) }
   readonly code: RatesErrorCode
   protected constructor (code: RatesErrorCode, message: string, options?: ErrorOptions) {
     super(message, options)
@@ -30,6 +32,7 @@ export abstract class RatesError extends Error {
  * to `path` and `got` to the value as `show()` prints it.
  */
 export class RatesInvalidArgumentError extends RatesError {
+  static { Object.defineProperty(this, 'name', { value: 'RatesInvalidArgumentError' }) }
   readonly path: string
   readonly value: unknown
   constructor (path: string, expected: string, value: unknown, options: { subject?: string, got?: string } = {}) {
@@ -44,6 +47,7 @@ export class RatesInvalidArgumentError extends RatesError {
  * limiter's name is `limiterName`: `name` is the error class's name, as for every error.
  */
 export class RatesPolicyConflictError extends RatesError {
+  static { Object.defineProperty(this, 'name', { value: 'RatesPolicyConflictError' }) }
   readonly limiterName: string
   readonly existing: Readonly<Policy>
   readonly requested: Readonly<Policy>
@@ -64,6 +68,7 @@ export class RatesPolicyConflictError extends RatesError {
  * underlying failure, when there is one. Both are own properties only when given.
  */
 export class RatesUnavailableError extends RatesError {
+  static { Object.defineProperty(this, 'name', { value: 'RatesUnavailableError' }) }
   declare readonly retryAfterMs?: number
   constructor (reason: string, options: { retryAfterMs?: number, cause?: unknown } = {}) {
     const retry = options.retryAfterMs === undefined ? '' : ` (retry after ${options.retryAfterMs} ms)`
@@ -77,6 +82,7 @@ export class RatesUnavailableError extends RatesError {
  * replaced. Decisions already made stay made.
  */
 export class RatesStoppedError extends RatesError {
+  static { Object.defineProperty(this, 'name', { value: 'RatesStoppedError' }) }
   declare readonly limiterName?: string
   constructor (limiterName?: string) {
     super(

@@ -1,0 +1,61 @@
+import t, { type Test } from 'tap'
+import { createRequire } from 'node:module'
+import { inspect } from 'node:util'
+
+// The error classes as published: the built ESM and CJS (reached by the package's own name), where
+// the bundler may rename a class (`class _AdmissionOptionError`) and `name` is `new.target.name`.
+// Every exported error class must keep its real name (on the class and on its instances), its
+// place in the hierarchy and its code. `npm test` builds first.
+
+type Module = Record<string, unknown>
+type ErrorClass = new (...args: never[]) => Error & { code: string }
+
+const policy = { algorithm: 'fixed-window', limit: 1, windowMs: 1_000 }
+
+// Every exported error class: how to make one, what it extends, its code. The abstract RatesError
+// is checked through its subclasses.
+const concrete: Array<{ name: string, base: string, code: string, make: (X: ErrorClass) => Error }> = [
+  { name: 'AdmissionError', base: 'AdmissionError', code: 'SOME_CODE', make: (X) => new (X as unknown as new (c: string, m: string) => Error)('SOME_CODE', 'm') },
+  { name: 'AdmissionOptionError', base: 'AdmissionError', code: 'ADMISSION_INVALID_OPTION', make: (X) => new (X as unknown as new (p: string, e: string, v: unknown) => Error)('maxInFlight', 'a number', 'x') },
+  { name: 'AdmissionKeyError', base: 'AdmissionError', code: 'ADMISSION_INVALID_KEY', make: (X) => new (X as unknown as new (v: unknown) => Error)(42) },
+  { name: 'RatesInvalidArgumentError', base: 'RatesError', code: 'RATES_INVALID_ARGUMENT', make: (X) => new (X as unknown as new (p: string, e: string, v: unknown) => Error)('cost', 'one', 0) },
+  { name: 'RatesPolicyConflictError', base: 'RatesError', code: 'RATES_POLICY_CONFLICT', make: (X) => new (X as unknown as new (n: string, a: unknown, b: unknown) => Error)('send', policy, { ...policy, limit: 2 }) },
+  { name: 'RatesUnavailableError', base: 'RatesError', code: 'RATES_UNAVAILABLE', make: (X) => new (X as unknown as new (r: string) => Error)('full') },
+  { name: 'RatesStoppedError', base: 'RatesError', code: 'RATES_STOPPED', make: (X) => new (X as unknown as new () => Error)() }
+]
+const all = [...concrete.map(({ name }) => name), 'RatesError'].sort()
+
+function errorClasses (mod: Module): string[] {
+  return Object.keys(mod)
+    .filter((key) => typeof mod[key] === 'function' && (mod[key] as { prototype?: unknown }).prototype instanceof Error)
+    .sort()
+}
+
+function checks (t: Test, mod: Module): void {
+  t.same(errorClasses(mod), all, 'the exported error classes, all of them listed here')
+  for (const name of all) t.equal((mod[name] as ErrorClass).name, name, `${name}: the class's name`)
+  for (const { name, base, code, make } of concrete) {
+    const X = mod[name] as ErrorClass
+    const error = make(X) as Error & { code: string }
+    t.equal(error.name, name, `${name}: the instance's name`)
+    t.equal(error.constructor, X, `${name}: its constructor`)
+    t.ok(error instanceof X, `${name}: instanceof itself`)
+    t.ok(error instanceof (mod[base] as ErrorClass), `${name}: instanceof ${base}`)
+    t.ok(error instanceof Error, `${name}: instanceof Error`)
+    t.equal(error.code, code, `${name}: code`)
+    t.match(error.stack, new RegExp(`^${name}: `), `${name}: the stack's first line`)
+    t.match(inspect(error), new RegExp(`^${name}: `), `${name}: as inspect() prints it`)
+  }
+  const AdmissionOptionError = mod['AdmissionOptionError'] as ErrorClass & { from: (e: { path: string, value: unknown, message: string }) => Error }
+  const from = AdmissionOptionError.from({ path: 'rateLimit.limit', value: 0, message: 'm' })
+  t.equal(from.name, 'AdmissionOptionError', 'AdmissionOptionError.from(): the instance\'s name')
+  t.ok(from instanceof AdmissionOptionError, 'AdmissionOptionError.from(): instanceof')
+}
+
+t.test('ESM: every error class keeps its name, hierarchy and code', async (t) => {
+  checks(t, await import('fastify-admission') as Module)
+})
+
+t.test('CJS: every error class keeps its name, hierarchy and code', async (t) => {
+  checks(t, createRequire(import.meta.url)('fastify-admission') as Module)
+})
