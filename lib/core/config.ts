@@ -20,11 +20,12 @@ export interface LimitConfig {
 
 // The seed's values are 64-bit integers; a fraction, NaN or an unsafe magnitude has no meaning
 // there, so it is a parameter error like a value <= 0.
-function positiveInteger (value: number): boolean {
-  return Number.isSafeInteger(value) && value > 0
+/** A positive safe integer: the one predicate behind every "positive integer" check of the package. */
+export function isPositiveSafeInteger (value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value > 0
 }
 
 export function limitConfig (capacity: number, refill: number, interval: number, maxInFlight: number): LimitConfig {
-  const ok = positiveInteger(capacity) && positiveInteger(refill) && positiveInteger(interval) && positiveInteger(maxInFlight)
+  const ok = isPositiveSafeInteger(capacity) && isPositiveSafeInteger(refill) && isPositiveSafeInteger(interval) && isPositiveSafeInteger(maxInFlight)
   return { ok, err: ok ? LIM_ERR_OK : LIM_ERR_PARAM, capacity, refill, interval, maxInFlight }
 }

@@ -1,4 +1,4 @@
-export { LIM_ERR_OK, LIM_ERR_PARAM, limitConfig } from './config.js'
+export { LIM_ERR_OK, LIM_ERR_PARAM, isPositiveSafeInteger, limitConfig } from './config.js'
 export type { LimitConfig, LimitErrorCode } from './config.js'
 export { bucket, newBucket, take } from './bucket.js'
 export type { Bucket, BucketShape, Take } from './bucket.js'

@@ -1,4 +1,7 @@
-import { inspect } from 'node:util'
+import { complaintMessage, type Complain } from '../validation/checks.js'
+import { show } from '../validation/show.js'
+
+export { show }
 
 /** Every error this plugin throws by its own decision; `code` is stable across versions. */
 export class AdmissionError extends Error {
@@ -17,17 +20,15 @@ export class AdmissionOptionError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
   readonly path: string
   readonly value: unknown
-  constructor (path: string, expected: string, value: unknown, message?: string, cause?: unknown) {
-    super('ADMISSION_INVALID_OPTION', message ?? `Expected \`${path}\` to be ${expected}, got ${show(value)}`)
+  constructor (path: string, expected: string, value: unknown, details: { subject?: string, got?: string } = {}) {
+    super('ADMISSION_INVALID_OPTION', complaintMessage({ path, expected, value, ...details }))
     this.path = path
     this.value = value
-    if (cause !== undefined) this.cause = cause
   }
 
-  /** The same complaint about a policy, from the rates capability's validator (shared by both). */
-  static from (error: { path: string, value: unknown, message: string }): AdmissionOptionError {
-    return new AdmissionOptionError(error.path, '', error.value, error.message, error)
-  }
+  /** The validation toolkit's complaints, as this error. */
+  static readonly complain: Complain = ({ path, expected, value, subject, got }) =>
+    new AdmissionOptionError(path, expected, value, { ...(subject === undefined ? {} : { subject }), ...(got === undefined ? {} : { got }) })
 }
 
 /**
@@ -43,10 +44,4 @@ export class AdmissionKeyError extends AdmissionError {
     super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string of at most 1024 UTF-8 bytes, got ${got}`)
     this.value = value
   }
-}
-
-/** A value as a reader wants it in a message: short, typed, one line. */
-export function show (value: unknown): string {
-  const text = inspect(value, { depth: 1, breakLength: Infinity, maxStringLength: 80, maxArrayLength: 8 })
-  return typeof value === 'object' && value !== null ? text : `${text} (${value === null ? 'null' : typeof value})`
 }

@@ -2,8 +2,8 @@ import type { FastifyRequest } from 'fastify'
 import type { Algorithm, Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
-import { RatesInvalidArgumentError } from '../rates/errors.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
+import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
 
 /**
  * A per-client rate limit in the rates capability's policy language. Default algorithm
@@ -100,48 +100,28 @@ const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers',
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
-type Reader = Record<string, unknown>
-
-function plainObject (path: string, value: unknown, expected: string): Reader {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AdmissionOptionError(path, expected, value)
-  const proto = Object.getPrototypeOf(value)
-  if (proto !== Object.prototype && proto !== null) throw new AdmissionOptionError(path, expected, value)
-  return value as Reader
-}
-
-function knownKeys (path: string, object: Reader, known: readonly string[]): void {
-  for (const key of Reflect.ownKeys(object)) {
-    if (typeof key === 'symbol' || !known.includes(key)) {
-      throw new AdmissionOptionError(`${path}.${String(key)}`, `one of ${known.join(', ')} (unknown option)`, object[key as string])
-    }
-  }
-}
+const complain = AdmissionOptionError.complain
+const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true }
+const ROUTE_SHAPE = { keys: GATE_KEYS, expected: 'an object { maxInFlight?, rateLimit?, cost? } or false', nullPrototype: true, options: true }
 
 function positiveInteger (path: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new AdmissionOptionError(path, 'a positive safe integer', value)
-  }
-  return value
+  return checkPositiveInteger(complain, path, value)
+}
+
+function optionalFunction<F> (path: string, value: unknown): F | undefined {
+  return checkOptionalFunction<F>(complain, path, value)
 }
 
 function maxInFlight (path: string, value: unknown, fallback: number | false): number | false {
   if (value === undefined) return fallback
   if (value === false) return false
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new AdmissionOptionError(path, 'a positive safe integer or false', value)
-  }
-  return value
+  return checkPositiveInteger(complain, path, value, 'a positive safe integer or false')
 }
 
 /** The rates capability's validator, with the gate's default algorithm and error type. */
 function ratePolicy (path: string, value: unknown): Readonly<Policy> | false {
   if (value === false) return false
-  try {
-    return normalizePolicy(value, path, { algorithm: 'token-bucket' })
-  } catch (error) {
-    if (error instanceof RatesInvalidArgumentError) throw AdmissionOptionError.from(error)
-    throw error
-  }
+  return normalizePolicy(value, path, { algorithm: 'token-bucket' }, complain)
 }
 
 function costWithin (path: string, value: unknown, policy: Readonly<Policy> | false | undefined): number {
@@ -176,12 +156,6 @@ function backendOption (value: unknown, maxIdentities: unknown): RatesBackend | 
   return value
 }
 
-function optionalFunction<F> (path: string, value: unknown): F | undefined {
-  if (value === undefined) return undefined
-  if (typeof value !== 'function') throw new AdmissionOptionError(path, 'a function', value)
-  return value as F
-}
-
 function versionOption (value: unknown): string | undefined {
   if (value === undefined) return undefined
   if (typeof value !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(value)) {
@@ -202,8 +176,7 @@ function keyOption (value: unknown): ((request: FastifyRequest) => string) | und
 
 /** The plugin's options, checked once at registration. */
 export function validateOptions (options: unknown): Settings {
-  const input = plainObject('options', options ?? {}, 'an options object')
-  knownKeys('options', input, [...PLUGIN_KEYS, ...REGISTER_KEYS])
+  const input = exactObject(complain, 'options', options ?? {}, OPTIONS_SHAPE)
   const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', input.rateLimit)
   const statusCode = input.limitStatusCode === undefined ? 429 : input.limitStatusCode
   if (statusCode !== 429 && statusCode !== 503) throw new AdmissionOptionError('limitStatusCode', '429 or 503', statusCode)
@@ -239,8 +212,7 @@ export function validateOptions (options: unknown): Settings {
 export function validateRouteOptions (value: unknown, where: string, plugin: Settings): RouteSettings | false {
   if (value === false) return false
   const path = `config.admission of ${where}`
-  const input = plainObject(path, value, 'an object { maxInFlight?, rateLimit?, cost? } or false')
-  knownKeys(path, input, GATE_KEYS)
+  const input = exactObject(complain, path, value, ROUTE_SHAPE)
   const rateLimit = input.rateLimit === undefined ? undefined : ratePolicy(`${path}.rateLimit`, input.rateLimit)
   const effective = rateLimit === undefined ? plugin.rateLimit : rateLimit
   // A route without a quota has nothing for a cost to take from: a cost there is a mistake.

@@ -31,6 +31,6 @@ function checkedLimiter (limiter: unknown): BackendLimiter {
     typeof candidate.consume === 'function' && typeof candidate.state === 'function' && typeof candidate.delete === 'function' &&
     (candidate.synchronous === undefined || (typeof candidate.synchronous === 'object' && candidate.synchronous !== null &&
       typeof (candidate.synchronous as { decide?: unknown }).decide === 'function'))
-  if (!ok) throw new AdmissionOptionError('backend', 'a backend whose limiter() returns { consume(), state(), delete(), synchronous? }', limiter, undefined)
+  if (!ok) throw new AdmissionOptionError('backend', 'a backend whose limiter() returns { consume(), state(), delete(), synchronous? }', limiter)
   return limiter as BackendLimiter
 }

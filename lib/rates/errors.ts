@@ -1,5 +1,6 @@
 import type { Policy } from '../core/rates/types.js'
-import { show } from '../gate/errors.js'
+import { complaintMessage, memberPath, type Complain } from '../validation/checks.js'
+import { show } from '../validation/show.js'
 
 /** The stable codes of the rates capability's own errors. */
 export type RatesErrorCode =
@@ -36,10 +37,14 @@ export class RatesInvalidArgumentError extends RatesError {
   readonly path: string
   readonly value: unknown
   constructor (path: string, expected: string, value: unknown, options: { subject?: string, got?: string } = {}) {
-    super('RATES_INVALID_ARGUMENT', `Expected \`${options.subject ?? path}\` to be ${expected}, got ${options.got ?? show(value)}`)
+    super('RATES_INVALID_ARGUMENT', complaintMessage({ path, expected, value, ...options }))
     this.path = path
     this.value = value
   }
+
+  /** The validation toolkit's complaints, as this error. */
+  static readonly complain: Complain = ({ path, expected, value, subject, got }) =>
+    new RatesInvalidArgumentError(path, expected, value, { ...(subject === undefined ? {} : { subject }), ...(got === undefined ? {} : { got }) })
 }
 
 /**
@@ -95,12 +100,4 @@ export class RatesStoppedError extends RatesError {
   }
 }
 
-const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
-
-/**
- * @internal The path of `key` inside the value at `base`, as code would write it: `base.key` for an
- * identifier, `base["some key"]` otherwise.
- */
-export function memberPath (base: string, key: string): string {
-  return IDENTIFIER.test(key) ? `${base}.${key}` : `${base}[${JSON.stringify(key)}]`
-}
+export { memberPath }

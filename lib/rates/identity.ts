@@ -1,5 +1,6 @@
 import { Buffer } from 'node:buffer'
-import { show } from '../gate/errors.js'
+import { isPositiveSafeInteger } from '../validation/checks.js'
+import { show } from '../validation/show.js'
 import { RatesInvalidArgumentError, memberPath } from './errors.js'
 
 /** Items of a tuple identity, fields of a record identity. */
@@ -139,7 +140,7 @@ function dataValue (path: string, descriptor: PropertyDescriptor): unknown {
  */
 export function validateCost (cost: unknown, capacity: number): number {
   if (cost === undefined) return 1
-  if (typeof cost !== 'number' || !Number.isSafeInteger(cost) || cost <= 0 || cost > capacity) {
+  if (!isPositiveSafeInteger(cost) || cost > capacity) {
     throw new RatesInvalidArgumentError('cost', `a positive safe integer at most the policy's capacity (${capacity})`, cost)
   }
   return cost

@@ -1,6 +1,6 @@
 import type { Algorithm, Policy } from '../core/rates/types.js'
-import { show } from '../gate/errors.js'
-import { RatesInvalidArgumentError, memberPath } from './errors.js'
+import { exactObject, positiveInteger, type Complain } from '../validation/checks.js'
+import { RatesInvalidArgumentError } from './errors.js'
 
 /** The algorithms, in the order messages list them. */
 export const ALGORITHMS: readonly Algorithm[] = Object.freeze(['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'])
@@ -41,40 +41,40 @@ function gcd (a: number, b: number): number {
  * The result has its keys in the order `{ algorithm, limit, windowMs, burst? }`, `burst` only for
  * `token-bucket` and `gcra`.
  */
-export function normalizePolicy (input: unknown, path = 'policy', defaults?: { algorithm?: Algorithm }): Readonly<Policy> {
-  const fields = exactFields(input, path)
+export function normalizePolicy (input: unknown, path = 'policy', defaults?: { algorithm?: Algorithm }, complain: Complain = RatesInvalidArgumentError.complain): Readonly<Policy> {
+  const fields: Fields = exactObject(complain, path, input, POLICY_SHAPE)
   const algorithm = fields.algorithm === undefined ? defaults?.algorithm : fields.algorithm
   if (typeof algorithm !== 'string' || !(ALGORITHMS as readonly string[]).includes(algorithm)) {
-    throw new RatesInvalidArgumentError(`${path}.algorithm`, `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`, algorithm)
+    throw complain({ path: `${path}.algorithm`, expected: `one of ${ALGORITHMS.map((a) => `'${a}'`).join(', ')}`, value: algorithm })
   }
-  const limit = positiveSafeInteger(`${path}.limit`, fields.limit)
-  const windowMs = positiveSafeInteger(`${path}.windowMs`, fields.windowMs)
+  const limit = positiveInteger(complain, `${path}.limit`, fields.limit)
+  const windowMs = positiveInteger(complain, `${path}.windowMs`, fields.windowMs)
   const policy = { algorithm: algorithm as Algorithm, limit, windowMs }
   if (!hasBurst(policy.algorithm)) {
     if (fields.burst !== undefined) {
-      throw new RatesInvalidArgumentError(`${path}.burst`, `absent for algorithm '${algorithm}' (only 'token-bucket' and 'gcra' have a burst)`, fields.burst)
+      throw complain({ path: `${path}.burst`, expected: `absent for algorithm '${algorithm}' (only 'token-bucket' and 'gcra' have a burst)`, value: fields.burst })
     }
     if (policy.algorithm === 'sliding-window-counter') {
-      safe(path, policy, `${path}.limit * ${path}.windowMs`, BigInt(limit) * BigInt(windowMs), `${limit} * ${windowMs}`)
+      safe(complain, path, policy, `${path}.limit * ${path}.windowMs`, BigInt(limit) * BigInt(windowMs), `${limit} * ${windowMs}`)
     }
-    safe(path, policy, `2 * ${path}.windowMs (the state's time to full recovery in ms)`, 2n * BigInt(windowMs), `2 * ${windowMs}`)
+    safe(complain, path, policy, `2 * ${path}.windowMs (the state's time to full recovery in ms)`, 2n * BigInt(windowMs), `2 * ${windowMs}`)
     return Object.freeze(policy)
   }
-  const burst = fields.burst === undefined ? limit : positiveSafeInteger(`${path}.burst`, fields.burst)
+  const burst = fields.burst === undefined ? limit : positiveInteger(complain, `${path}.burst`, fields.burst)
   const full = { ...policy, burst }
   const scaled = BigInt(burst) * BigInt(windowMs)
   if (policy.algorithm === 'token-bucket') {
-    safe(path, full, `${path}.burst * ${path}.windowMs`, scaled, `${burst} * ${windowMs}`)
+    safe(complain, path, full, `${path}.burst * ${path}.windowMs`, scaled, `${burst} * ${windowMs}`)
   } else {
     const g = gcd(limit, windowMs)
     const s = limit / g
     const T = windowMs / g
-    safe(path, full, `${path}.burst * ${path}.windowMs / gcd(${path}.limit, ${path}.windowMs)`, BigInt(burst) * BigInt(T), `${burst} * ${T}`)
-    safe(path, full, `${path}.limit / gcd(${path}.limit, ${path}.windowMs) * ${GCRA_HORIZON_MS} (GCRA's time scale until the year 2100)`,
+    safe(complain, path, full, `${path}.burst * ${path}.windowMs / gcd(${path}.limit, ${path}.windowMs)`, BigInt(burst) * BigInt(T), `${burst} * ${T}`)
+    safe(complain, path, full, `${path}.limit / gcd(${path}.limit, ${path}.windowMs) * ${GCRA_HORIZON_MS} (GCRA's time scale until the year 2100)`,
       BigInt(s) * BigInt(GCRA_HORIZON_MS), `${s} * ${GCRA_HORIZON_MS}`)
   }
   const l = BigInt(limit)
-  safe(path, full, `ceil(${path}.burst * ${path}.windowMs / ${path}.limit) (the state's time to full recovery in ms)`,
+  safe(complain, path, full, `ceil(${path}.burst * ${path}.windowMs / ${path}.limit) (the state's time to full recovery in ms)`,
     (scaled + l - 1n) / l, `ceil(${burst} * ${windowMs} / ${limit})`)
   return Object.freeze(full)
 }
@@ -100,41 +100,8 @@ export function policyFingerprint (policy: Policy): string {
 
 interface Fields { algorithm?: unknown, limit?: unknown, windowMs?: unknown, burst?: unknown }
 
-/** The input's own data properties, checked to be exactly a policy's, without invoking anything. */
-function exactFields (input: unknown, path: string): Fields {
-  const expected = 'a plain object { algorithm, limit, windowMs, burst? }'
-  if (typeof input !== 'object' || input === null || Object.getPrototypeOf(input) !== Object.prototype) {
-    throw new RatesInvalidArgumentError(path, expected, input)
-  }
-  const fields: Record<string, unknown> = {}
-  for (const key of Reflect.ownKeys(input)) {
-    if (typeof key === 'symbol') {
-      throw new RatesInvalidArgumentError(`${path}[${String(key)}]`, `${expected} (no symbol keys)`, key, { subject: path, got: `the symbol key ${String(key)}` })
-    }
-    const at = memberPath(path, key)
-    if (!KEYS.includes(key)) {
-      throw new RatesInvalidArgumentError(at, `${expected} (no other keys)`, key, { subject: path, got: `the unknown key ${JSON.stringify(key)}` })
-    }
-    // An own key from Reflect.ownKeys() always has a descriptor.
-    const descriptor = Object.getOwnPropertyDescriptor(input, key) as PropertyDescriptor
-    if (!('value' in descriptor)) {
-      throw new RatesInvalidArgumentError(at, 'a data property', descriptor, { got: 'an accessor property (getter or setter), which is not invoked' })
-    }
-    if (descriptor.enumerable !== true) {
-      throw new RatesInvalidArgumentError(at, 'an enumerable property', descriptor.value, { got: `a non-enumerable property holding ${show(descriptor.value)}` })
-    }
-    fields[key] = descriptor.value
-  }
-  return fields
-}
+const POLICY_SHAPE = { keys: KEYS, expected: 'a plain object { algorithm, limit, windowMs, burst? }' }
 
-function positiveSafeInteger (path: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-    throw new RatesInvalidArgumentError(path, 'a positive safe integer', value)
-  }
-  return value
-}
-
-function safe (path: string, policy: Policy, subject: string, value: bigint, formula: string): void {
-  if (value > MAX_SAFE) throw new RatesInvalidArgumentError(path, SAFE, { ...policy }, { subject, got: `${value} (${formula})` })
+function safe (complain: Complain, path: string, policy: Policy, subject: string, value: bigint, formula: string): void {
+  if (value > MAX_SAFE) throw complain({ path, expected: SAFE, value: { ...policy }, subject, got: `${value} (${formula})` })
 }

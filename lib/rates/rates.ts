@@ -4,6 +4,7 @@ import type { RateDecision } from './decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError } from './errors.js'
 import { encodeIdentity, validateCost, wellFormed } from './identity.js'
 import { capacityOf, normalizePolicy, samePolicy } from './policy.js'
+import { exactObject } from '../validation/checks.js'
 
 export type IdentityPrimitive = string | number | bigint | boolean
 /** A primitive, a tuple of at most 16 primitives, or a plain record of at most 16 primitive fields. */
@@ -99,15 +100,11 @@ class Limiter implements RateLimiter {
   }
 }
 
+const CONSUME_OPTIONS = { keys: ['cost'], expected: 'an object { cost? }', options: true }
+
 function costOption (options: unknown): unknown {
   if (options === undefined) return undefined
-  if (typeof options !== 'object' || options === null || Object.getPrototypeOf(options) !== Object.prototype) {
-    throw new RatesInvalidArgumentError('options', 'an object { cost? }', options)
-  }
-  for (const key of Reflect.ownKeys(options)) {
-    if (key !== 'cost') throw new RatesInvalidArgumentError(`options.${String(key)}`, 'cost only (unknown option)', (options as Record<PropertyKey, unknown>)[key])
-  }
-  return (options as ConsumeOptions).cost
+  return exactObject(RatesInvalidArgumentError.complain, 'options', options, CONSUME_OPTIONS).cost
 }
 
 /**

@@ -46,10 +46,10 @@ function checks (t: Test, mod: Module): void {
     t.match(error.stack, new RegExp(`^${name}: `), `${name}: the stack's first line`)
     t.match(inspect(error), new RegExp(`^${name}: `), `${name}: as inspect() prints it`)
   }
-  const AdmissionOptionError = mod['AdmissionOptionError'] as ErrorClass & { from: (e: { path: string, value: unknown, message: string }) => Error }
-  const from = AdmissionOptionError.from({ path: 'rateLimit.limit', value: 0, message: 'm' })
-  t.equal(from.name, 'AdmissionOptionError', 'AdmissionOptionError.from(): the instance\'s name')
-  t.ok(from instanceof AdmissionOptionError, 'AdmissionOptionError.from(): instanceof')
+  const AdmissionOptionError = mod['AdmissionOptionError'] as ErrorClass & { complain: (c: { path: string, expected: string, value: unknown }) => Error }
+  const from = AdmissionOptionError.complain({ path: 'rateLimit.limit', expected: 'a positive safe integer', value: 0 })
+  t.equal(from.name, 'AdmissionOptionError', 'AdmissionOptionError.complain(): the instance\'s name')
+  t.ok(from instanceof AdmissionOptionError, 'AdmissionOptionError.complain(): instanceof')
 }
 
 t.test('ESM: every error class keeps its name, hierarchy and code', async (t) => {

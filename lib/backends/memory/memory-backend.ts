@@ -5,6 +5,7 @@ import { epochMs } from '../../rates/clock.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
 import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { LimiterMap } from '../../rates/limiter-map.js'
+import { exactObject, optionalFunction, positiveInteger } from '../../validation/checks.js'
 
 export interface MemoryBackendOptions {
   /**
@@ -17,6 +18,7 @@ export interface MemoryBackendOptions {
 }
 
 export const DEFAULT_MAX_IDENTITIES = 1_000_000
+const MEMORY_OPTIONS = { keys: ['maxIdentities', 'clock'], expected: 'an object { maxIdentities?, clock? }', options: true }
 export const MAX_IDENTITIES_VARIABLE = 'RATES_MAX_IDENTITIES'
 
 /**
@@ -32,18 +34,9 @@ export class MemoryBackend implements RatesBackend {
   private stopped = false
 
   constructor (options: MemoryBackendOptions = {}) {
-    const input: unknown = options
-    if (typeof input !== 'object' || input === null || Object.getPrototypeOf(input) !== Object.prototype) {
-      throw new RatesInvalidArgumentError('options', 'an object { maxIdentities?, clock? }', input)
-    }
-    for (const key of Reflect.ownKeys(input)) {
-      if (key !== 'maxIdentities' && key !== 'clock') throw new RatesInvalidArgumentError(`options.${String(key)}`, 'one of maxIdentities, clock (unknown option)', (input as Record<PropertyKey, unknown>)[key])
-    }
-    this.maxIdentities = maxIdentitiesFrom(options.maxIdentities)
-    if (options.clock !== undefined && typeof options.clock !== 'function') {
-      throw new RatesInvalidArgumentError('options.clock', 'a function returning epoch milliseconds', options.clock)
-    }
-    this.clock = options.clock ?? epochMs
+    const input = exactObject(RatesInvalidArgumentError.complain, 'options', options, MEMORY_OPTIONS)
+    this.maxIdentities = maxIdentitiesFrom(input.maxIdentities)
+    this.clock = optionalFunction<() => number>(RatesInvalidArgumentError.complain, 'options.clock', input.clock, 'a function returning epoch milliseconds') ?? epochMs
   }
 
   get isStopped (): boolean {
@@ -120,12 +113,7 @@ export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecision
 }
 
 function maxIdentitiesFrom (value: unknown): number {
-  if (value !== undefined) {
-    if (typeof value !== 'number' || !Number.isSafeInteger(value) || value <= 0) {
-      throw new RatesInvalidArgumentError('options.maxIdentities', 'a positive safe integer', value)
-    }
-    return value
-  }
+  if (value !== undefined) return positiveInteger(RatesInvalidArgumentError.complain, 'options.maxIdentities', value)
   const fromEnvironment = process.env[MAX_IDENTITIES_VARIABLE]
   if (fromEnvironment === undefined) return DEFAULT_MAX_IDENTITIES
   const parsed = /^[1-9][0-9]*$/.test(fromEnvironment) ? Number(fromEnvironment) : Number.NaN

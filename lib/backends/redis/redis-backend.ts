@@ -5,6 +5,7 @@ import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { LimiterMap } from '../../rates/limiter-map.js'
 import { policyFingerprint } from '../../rates/policy.js'
+import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
@@ -49,7 +50,7 @@ export interface RedisBackendTesting {
 
 export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
-const OPTIONS = ['client', 'prefix', 'timeoutMs', 'denyCache']
+const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache'], expected: 'an object { client, prefix?, timeoutMs?, denyCache? }', options: true }
 // The registry's scripts: rare calls (an application resetting or inspecting one client), so plain
 // EVAL; one key each, like the decision.
 const READ_LUA = "return redis.call('GET', KEYS[1])"
@@ -92,19 +93,11 @@ export class RedisBackend implements RatesBackend {
   private stopped = false
 
   constructor (options: RedisBackendOptions, testing?: RedisBackendTesting) {
-    const input: unknown = options
-    if (typeof input !== 'object' || input === null || Object.getPrototypeOf(input) !== Object.prototype) {
-      throw new RatesInvalidArgumentError('options', 'an object { client, prefix?, timeoutMs?, denyCache? }', input)
-    }
-    for (const key of Reflect.ownKeys(input)) {
-      if (!OPTIONS.includes(key as string)) {
-        throw new RatesInvalidArgumentError(`options.${String(key)}`, `one of ${OPTIONS.join(', ')} (unknown option)`, (input as Record<PropertyKey, unknown>)[key])
-      }
-    }
-    this.client = clientFrom(options.client)
-    this.prefix = prefixFrom(options.prefix)
-    this.timeoutMs = timeoutFrom(options.timeoutMs)
-    this.denyCacheEntries = denyCacheFrom(options.denyCache)
+    const input = exactObject(RatesInvalidArgumentError.complain, 'options', options, REDIS_OPTIONS)
+    this.client = clientFrom(input.client)
+    this.prefix = prefixFrom(input.prefix)
+    this.timeoutMs = timeoutFrom(input.timeoutMs)
+    this.denyCacheEntries = denyCacheFrom(input.denyCache)
     this.testing = testing
   }
 

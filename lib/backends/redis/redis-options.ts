@@ -1,9 +1,11 @@
 import { RatesInvalidArgumentError } from '../../rates/errors.js'
-import type { RedisDenyCacheOptions, RedisScriptClient } from './redis-backend.js'
+import { exactObject, positiveInteger } from '../../validation/checks.js'
+import type { RedisScriptClient } from './redis-backend.js'
 
 export const DEFAULT_PREFIX = 'admission:'
 export const DEFAULT_TIMEOUT_MS = 50
 export const DEFAULT_DENY_CACHE_ENTRIES = 10_000
+const DENY_CACHE_OPTIONS = { keys: ['maxEntries'], expected: 'false or an object { maxEntries? }', options: true }
 
 export function clientFrom (client: unknown): RedisScriptClient {
   const candidate = client as { evalsha?: unknown, eval?: unknown } | null
@@ -23,28 +25,13 @@ export function prefixFrom (prefix: unknown): string {
 
 export function timeoutFrom (timeoutMs: unknown): number {
   if (timeoutMs === undefined) return DEFAULT_TIMEOUT_MS
-  if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs <= 0) {
-    throw new RatesInvalidArgumentError('options.timeoutMs', 'a positive safe integer (milliseconds)', timeoutMs)
-  }
-  return timeoutMs
+  return positiveInteger(RatesInvalidArgumentError.complain, 'options.timeoutMs', timeoutMs, 'a positive safe integer (milliseconds)')
 }
 
 export function denyCacheFrom (denyCache: unknown): number {
   if (denyCache === undefined) return DEFAULT_DENY_CACHE_ENTRIES
   if (denyCache === false) return 0
-  const expected = 'false or an object { maxEntries? }'
-  if (typeof denyCache !== 'object' || denyCache === null || Object.getPrototypeOf(denyCache) !== Object.prototype) {
-    throw new RatesInvalidArgumentError('options.denyCache', expected, denyCache)
-  }
-  for (const key of Reflect.ownKeys(denyCache)) {
-    if (key !== 'maxEntries') {
-      throw new RatesInvalidArgumentError(`options.denyCache.${String(key)}`, `${expected} (unknown option)`, (denyCache as Record<PropertyKey, unknown>)[key])
-    }
-  }
-  const maxEntries = (denyCache as RedisDenyCacheOptions).maxEntries
+  const { maxEntries } = exactObject(RatesInvalidArgumentError.complain, 'options.denyCache', denyCache, DENY_CACHE_OPTIONS)
   if (maxEntries === undefined) return DEFAULT_DENY_CACHE_ENTRIES
-  if (typeof maxEntries !== 'number' || !Number.isSafeInteger(maxEntries) || maxEntries <= 0) {
-    throw new RatesInvalidArgumentError('options.denyCache.maxEntries', 'a positive safe integer', maxEntries)
-  }
-  return maxEntries
+  return positiveInteger(RatesInvalidArgumentError.complain, 'options.denyCache.maxEntries', maxEntries)
 }
