@@ -4,7 +4,7 @@
 // before its first request and after every N responses, and callgrind (--dump-before=uv_os_getpriority)
 // writes one dump per mark; Ir/request = the last K dumps' totals over K·N. Settings (env):
 //   BENCH_COST_VARIANTS=bare,admit  the variants (default: all but byDefault: false); bare and each base are added
-//   BENCH_COST_REQUESTS=20000       requests per variant; BENCH_COST_MARK=1000 (N); BENCH_COST_WINDOWS=7 (K)
+//   BENCH_COST_REQUESTS=24000       requests per variant; BENCH_COST_MARK=1000 (N); BENCH_COST_WINDOWS=10 (K)
 //   BENCH_COST_CONNECTIONS=10  BENCH_COST_CLIENTS=1000  BENCH_COST_JOBS=2 (variants at once)
 //   BENCH_COST_TWIN=1               run bare a second time, last (the method's own error); 0: not
 //   BENCH_COST_OUT=name  BENCH_COST_KEEP=1 (keep the callgrind files)  BENCH_COST_TIMEOUT=900 (s per variant)
@@ -57,9 +57,9 @@ function readConfig (): Config {
   const wanted = new Set(['bare', ...chosen.flatMap((name) => [costVariant(name).base ?? 'bare', name])])
   const config: Config = {
     variants: VARIANTS.map((v) => v.name).filter((name) => wanted.has(name)),
-    requests: num('BENCH_COST_REQUESTS', 20_000),
+    requests: num('BENCH_COST_REQUESTS', 24_000),
     markEvery: num('BENCH_COST_MARK', 1000),
-    windows: num('BENCH_COST_WINDOWS', 7),
+    windows: num('BENCH_COST_WINDOWS', 10),
     connections: num('BENCH_COST_CONNECTIONS', 10),
     clients: num('BENCH_COST_CLIENTS', 1000),
     jobs: num('BENCH_COST_JOBS', Math.min(2, cpus().length)),
