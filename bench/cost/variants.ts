@@ -1,0 +1,128 @@
+// The cost benchmark's variants: one line each. A variant is a Fastify app (or, for the two floors
+// of the load itself, a plain node:http or node:net server) with one route GET / answering a short
+// string; `status` is what every measured response must be; `base` is what its Δ is measured against.
+import { createServer as httpServer, type Server as HttpServer } from 'node:http'
+import { createServer as netServer, type Server as NetServer } from 'node:net'
+import Fastify, { type FastifyInstance, type FastifyRequest, type RouteShorthandOptions } from 'fastify'
+import rateLimit from '@fastify/rate-limit'
+import underPressure from '@fastify/under-pressure'
+// The package as built (`npm run bench:cost` builds it first), not lib/ through tsx.
+import admission from '../../dist/index.js'
+import { CLIENT_HEADER } from './load.js'
+
+export interface CostVariant {
+  readonly name: string
+  readonly description: string
+  /** The status of every measured response. */
+  readonly status: 200 | 429
+  /** The variant the Δ column subtracts (default `bare`). */
+  readonly base?: string
+  /** `fastify` (default); `http`: node:http alone; `net`: a canned reply on a node:net socket (the load's own floor). */
+  readonly server?: 'fastify' | 'http' | 'net'
+  /** Fastify's `logger: true`, writing into an in-process sink (pino's serialisation counted, no write). */
+  readonly logger?: boolean
+  /** Plugins and hooks, registered before the route. */
+  readonly setup?: (app: FastifyInstance) => unknown
+  /** The route's options. */
+  readonly route?: RouteShorthandOptions
+  /** In the default run (`BENCH_COST_VARIANTS` unset). Default true. */
+  readonly byDefault?: boolean
+}
+
+const HOUR = 3_600_000
+const BODY = 'hello world'
+
+/**
+ * The client id from the raw header list. `request.headers` would have Node build the whole
+ * headers object, which bare Fastify never does: that cost would be the key function's, not the
+ * limiter's. Both rate limiters get this one.
+ */
+export function byHeader (request: FastifyRequest): string {
+  const raw = request.raw.rawHeaders
+  for (let i = 0; i < raw.length; i += 2) {
+    if (raw[i]!.length === CLIENT_HEADER.length && raw[i]!.toLowerCase() === CLIENT_HEADER) return raw[i + 1]!
+  }
+  throw new Error(`no ${CLIENT_HEADER} header`)
+}
+
+type Done = (error?: Error) => void
+const emptyHook = (_request: unknown, _reply: unknown, done: Done): void => { done() }
+const huge = { limit: 1e9, windowMs: 60_000 }
+// Limit 1 per client per hour: each of the load's clients is admitted once (all in the warm-up),
+// then refused.
+const once = { limit: 1, windowMs: HOUR }
+
+const admit = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader })
+const refuse = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader })
+// `cache` at least the load's clients (the default, 5000, holds them all).
+const rlAdmit = (app: FastifyInstance): unknown => app.register(rateLimit, { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader })
+const rlRefuse = (app: FastifyInstance): unknown => app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: byHeader })
+
+export const VARIANTS: readonly CostVariant[] = [
+  { name: 'bare', description: 'bare Fastify 5', status: 200 },
+  { name: 'onrequest', description: 'one empty onRequest hook', status: 200, setup: (app) => app.addHook('onRequest', emptyHook) },
+  { name: 'hooks-route', description: 'empty onRequest + onResponse, route options', status: 200, route: { onRequest: emptyHook, onResponse: emptyHook } },
+  { name: 'hooks-app', description: 'empty onRequest + onResponse, app.addHook', status: 200, setup: (app) => app.addHook('onRequest', emptyHook).addHook('onResponse', emptyHook) },
+  { name: 'admit', description: 'fastify-admission admitting (maxInFlight + rateLimit, headers)', status: 200, setup: admit },
+  { name: 'refuse', description: 'fastify-admission refusing (429)', status: 429, setup: refuse },
+  { name: 'maxinflight', description: 'fastify-admission, maxInFlight only (rateLimit: false)', status: 200, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: false }) },
+  { name: 'ratelimit', description: 'fastify-admission, rateLimit only (maxInFlight: false)', status: 200, setup: (app) => app.register(admission, { maxInFlight: false, rateLimit: huge, key: byHeader }) },
+  { name: 'noheaders', description: 'fastify-admission admitting, headers: false', status: 200, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, headers: false }) },
+  { name: 'optout', description: 'fastify-admission (as admit), route config { admission: false }', status: 200, setup: admit, route: { config: { admission: false } } },
+  { name: 'rl-admit', description: '@fastify/rate-limit 11 admitting', status: 200, setup: rlAdmit },
+  { name: 'rl-refuse', description: '@fastify/rate-limit 11 refusing (429)', status: 429, setup: rlRefuse },
+  { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200, setup: (app) => app.register(underPressure) },
+  { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
+  { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
+  { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },
+  { name: 'rl-admit-log', description: '@fastify/rate-limit 11 admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: rlAdmit },
+  { name: 'rl-refuse-log', description: '@fastify/rate-limit 11 refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: rlRefuse },
+  { name: 'hooks-app-log', description: 'empty onRequest + onResponse, app.addHook, logger: true', status: 200, logger: true, base: 'bare-log', setup: (app) => app.addHook('onRequest', emptyHook).addHook('onResponse', emptyHook) },
+  { name: 'node-http', description: 'node:http alone, no Fastify (load + HTTP server floor)', status: 200, server: 'http' },
+  { name: 'load-only', description: 'canned reply on node:net, no HTTP server (the load and sockets alone)', status: 200, server: 'net' }
+]
+
+export function costVariant (name: string): CostVariant {
+  const found = VARIANTS.find((v) => v.name === name)
+  if (found === undefined) throw new Error(`unknown variant ${name}; known: ${VARIANTS.map((v) => v.name).join(', ')}`)
+  return found
+}
+
+/** A started server of the variant, listening on a loopback port. */
+export interface Started { port: number, close: () => Promise<void> }
+
+const sink = { write (_line: string): void {} }
+
+async function listenFastify (v: CostVariant): Promise<Started> {
+  const app = Fastify({ logger: v.logger === true ? { level: 'info', stream: sink } : false })
+  if (v.setup !== undefined) await v.setup(app)
+  app.get('/', v.route ?? {}, () => BODY)
+  await app.listen({ host: '127.0.0.1', port: 0 })
+  const address = app.server.address()
+  if (address === null || typeof address === 'string') throw new Error('no TCP address')
+  return { port: address.port, close: () => app.close() }
+}
+
+async function listenRaw (server: HttpServer | NetServer): Promise<Started> {
+  await new Promise<void>((resolve) => { server.listen(0, '127.0.0.1', resolve) })
+  const address = server.address()
+  if (address === null || typeof address === 'string') throw new Error('no TCP address')
+  return { port: address.port, close: () => new Promise((resolve) => { server.close(() => { resolve() }) }) }
+}
+
+export function start (v: CostVariant): Promise<Started> {
+  switch (v.server ?? 'fastify') {
+    case 'fastify':
+      return listenFastify(v)
+    case 'http':
+      return listenRaw(httpServer({ keepAliveTimeout: 72_000 }, (_req, res) => {
+        res.setHeader('content-type', 'text/plain; charset=utf-8')
+        res.end(BODY)
+      }))
+    case 'net': {
+      // Bare Fastify's reply, byte for byte but a fixed date; one request per chunk (no pipelining).
+      const reply = Buffer.from(`HTTP/1.1 200 OK\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${BODY.length}\r\nDate: Tue, 01 Dec 2026 10:00:00 GMT\r\nConnection: keep-alive\r\nKeep-Alive: timeout=72\r\n\r\n${BODY}`, 'latin1')
+      return listenRaw(netServer({ noDelay: true }, (socket) => { socket.on('data', () => { socket.write(reply) }) }))
+    }
+  }
+}
