@@ -56,8 +56,9 @@ for (const algorithm of Object.keys(EXPECTED) as Algorithm[]) {
     for (let i = 0; i < 3; i++) {
       const res = await get(app, i === 1 ? '/other' : '/')
       t.equal(res.statusCode, 200, `request ${i + 1}`)
-      t.ok(res.headers['ratelimit-policy'], 'RateLimit-Policy on an admitted request')
-      await reference.consume('ref')
+      t.equal(res.headers['ratelimit-policy'], '"default";q=3;w=3', 'RateLimit-Policy on an admitted request: limit 3, window 2.5 s rounded up')
+      const mirror = await reference.consume('ref')
+      t.equal(res.headers.ratelimit, `"default";r=${mirror.remaining};t=${Math.ceil((mirror.resetAt - clock.now) / 1000)}`, 'RateLimit: what the same decision leaves, and when it is full again')
     }
     const limited = await get(app, '/')
     t.equal(limited.statusCode, 429, 'the 4th request (routes share the plugin quota)')
@@ -65,8 +66,8 @@ for (const algorithm of Object.keys(EXPECTED) as Algorithm[]) {
     t.strictSame(limits, [expected.retryAfterMs], 'onLimit gets retryAfterMs')
     const ref = await reference.consume('ref')
     t.match(ref, { denied: true, retryAfterMs: expected.retryAfterMs }, 'the rates capability decides the same')
-    t.equal(limited.headers['retry-after'], String(Math.ceil(expected.retryAfterMs / 1000)), 'Retry-After = ceil(retryAfterMs / 1000)')
-    t.ok(limited.headers['ratelimit'], 'RateLimit on a limited request')
+    t.equal(limited.headers['retry-after'], String(Math.ceil((ref as { retryAfterMs: number }).retryAfterMs / 1000)), 'Retry-After = ceil(the capability\'s retryAfterMs / 1000)')
+    t.equal(limited.headers.ratelimit, `"default";r=0;t=${Math.ceil((ref.resetAt - clock.now) / 1000)}`, 'RateLimit on a limited request: none left, full again at the decision\'s resetAt')
     t.equal((await get(app, '/', 'c2')).statusCode, 200, 'another client has its own quota')
 
     clock.now = START + expected.retryAfterMs - 1

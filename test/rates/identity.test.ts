@@ -194,7 +194,10 @@ t.test('limits: 16 items or fields pass, 17 do not', async (t) => {
   t.equal(e.message, 'Expected `identity` to be a tuple of at most 16 items, got 17 items')
 
   const fields = Object.fromEntries(items.map((i) => [`f${i}`, i]))
-  t.type(encodeIdentity(fields), 'string')
+  // Fields in UTF-16 order (f0, f1, f10 … f15, f2 … f9), each as <length>:<name><length>:<value>.
+  const sorted = Object.keys(fields).sort()
+  t.equal(sorted[2], 'f10')
+  t.equal(encodeIdentity(fields), 'R' + sorted.map((name) => `${name.length}:${name}${String(fields[name]).length + 1}:n${fields[name]}`).join(''))
   const moreFields = { ...fields, f16: 16 }
   const r = invalid(() => encodeIdentity(moreFields))
   t.equal(r.path, 'identity')

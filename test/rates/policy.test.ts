@@ -1,4 +1,4 @@
-import t from 'tap'
+import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import {
   normalizePolicy, capacityOf, samePolicy, policyFingerprint, ALGORITHMS, GCRA_HORIZON_MS
@@ -207,30 +207,37 @@ function normalizeLoosely (input: Record<string, unknown>): Record<string, unkno
 }
 const SAFE = 'a safe integer (at most 9007199254740991)'
 
+/** Accepted as given: the same numbers back (no clamping, burst defaulted to limit), frozen. */
+function accepts (t: Test, input: Record<string, unknown>, message?: string): void {
+  const policy = normalizePolicy(input)
+  t.strictSame({ ...policy }, normalizeLoosely(input), message ?? `accepted: ${JSON.stringify(input)}`)
+  t.ok(Object.isFrozen(policy), 'frozen')
+}
+
 t.test('token-bucket: burst * windowMs must be a safe integer (boundary ±1)', async (t) => {
   // 9007199254740991 = 6361 * 1416003655831
   t.equal(6361 * 1416003655831, MAX)
   t.equal(normalizePolicy({ algorithm: 'token-bucket', limit: 1, windowMs: 6361, burst: 1416003655831 }).burst, 1416003655831)
   t.strictSame(...product({ algorithm: 'token-bucket', limit: 1, windowMs: 6361, burst: 1416003655832 },
     `Expected \`policy.burst * policy.windowMs\` to be ${SAFE}, got 9007199254747352 (1416003655832 * 6361)`))
-  t.ok(normalizePolicy({ algorithm: 'token-bucket', limit: 1, windowMs: 1, burst: MAX }))
+  accepts(t, { algorithm: 'token-bucket', limit: 1, windowMs: 1, burst: MAX })
   t.strictSame(...product({ algorithm: 'token-bucket', limit: 1, windowMs: 2, burst: 2 ** 52 },
     `Expected \`policy.burst * policy.windowMs\` to be ${SAFE}, got 9007199254740992 (4503599627370496 * 2)`))
   t.strictSame(...product({ algorithm: 'token-bucket', limit: 2 ** 40, windowMs: 2 ** 13 },
     `Expected \`policy.burst * policy.windowMs\` to be ${SAFE}, got 9007199254740992 (1099511627776 * 8192)`))
-  t.ok(normalizePolicy({ algorithm: 'token-bucket', limit: 2 ** 40 - 1, windowMs: 2 ** 13 }), 'burst defaults to limit, checked alike')
+  accepts(t, { algorithm: 'token-bucket', limit: 2 ** 40 - 1, windowMs: 2 ** 13 }, 'burst defaults to limit, checked alike')
   // The TTL ceil(burst * windowMs / limit) never exceeds the product once the product is safe.
-  t.ok(normalizePolicy({ algorithm: 'token-bucket', limit: 3, windowMs: 1, burst: MAX }))
+  accepts(t, { algorithm: 'token-bucket', limit: 3, windowMs: 1, burst: MAX })
 })
 
 t.test('sliding-window-counter: limit * windowMs must be a safe integer (boundary ±1)', async (t) => {
-  t.ok(normalizePolicy({ algorithm: 'sliding-window-counter', limit: 1416003655831, windowMs: 6361 }))
+  accepts(t, { algorithm: 'sliding-window-counter', limit: 1416003655831, windowMs: 6361 })
   t.strictSame(...product({ algorithm: 'sliding-window-counter', limit: 1416003655832, windowMs: 6361 },
     `Expected \`policy.limit * policy.windowMs\` to be ${SAFE}, got 9007199254747352 (1416003655832 * 6361)`))
-  t.ok(normalizePolicy({ algorithm: 'sliding-window-counter', limit: MAX, windowMs: 1 }))
+  accepts(t, { algorithm: 'sliding-window-counter', limit: MAX, windowMs: 1 })
   t.strictSame(...product({ algorithm: 'sliding-window-counter', limit: 2 ** 52, windowMs: 2 },
     `Expected \`policy.limit * policy.windowMs\` to be ${SAFE}, got 9007199254740992 (4503599627370496 * 2)`))
-  t.ok(normalizePolicy({ algorithm: 'fixed-window', limit: 2 ** 52, windowMs: 2 }), 'fixed-window has no such product')
+  accepts(t, { algorithm: 'fixed-window', limit: 2 ** 52, windowMs: 2 }, 'fixed-window has no such product')
 })
 
 t.test('window algorithms: the TTL 2 * windowMs must be a safe integer (boundary ±1)', async (t) => {
@@ -244,33 +251,33 @@ t.test('window algorithms: the TTL 2 * windowMs must be a safe integer (boundary
 
 t.test('gcra: burst * T, with T = windowMs / gcd(limit, windowMs), must be a safe integer (boundary ±1)', async (t) => {
   const subject = '`policy.burst * policy.windowMs / gcd(policy.limit, policy.windowMs)`'
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 1, windowMs: 6361, burst: 1416003655831 }))
+  accepts(t, { algorithm: 'gcra', limit: 1, windowMs: 6361, burst: 1416003655831 })
   t.strictSame(...product({ algorithm: 'gcra', limit: 1, windowMs: 6361, burst: 1416003655832 },
     `Expected ${subject} to be ${SAFE}, got 9007199254747352 (1416003655832 * 6361)`))
   t.strictSame(...product({ algorithm: 'gcra', limit: 1, windowMs: 2, burst: 2 ** 52 },
     `Expected ${subject} to be ${SAFE}, got 9007199254740992 (4503599627370496 * 2)`))
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 1, windowMs: 2, burst: 2 ** 52 - 1 }))
+  accepts(t, { algorithm: 'gcra', limit: 1, windowMs: 2, burst: 2 ** 52 - 1 })
   // gcd(4, 2) = 2: T = 1, so burst * windowMs = 2^53 is fine once reduced.
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 4, windowMs: 2, burst: 2 ** 52 }))
+  accepts(t, { algorithm: 'gcra', limit: 4, windowMs: 2, burst: 2 ** 52 })
   // gcd(2, 4) = 2: T = 2.
   t.strictSame(...product({ algorithm: 'gcra', limit: 2, windowMs: 4, burst: 2 ** 52 },
     `Expected ${subject} to be ${SAFE}, got 9007199254740992 (4503599627370496 * 2)`))
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 2, windowMs: 4, burst: 2 ** 52 - 1 }))
+  accepts(t, { algorithm: 'gcra', limit: 2, windowMs: 4, burst: 2 ** 52 - 1 })
 })
 
 t.test('gcra: s = limit / gcd(limit, windowMs) times the year-2100 horizon must be a safe integer (boundary ±1)', async (t) => {
   t.equal(GCRA_HORIZON_MS, Date.UTC(2100, 0, 1))
   t.equal(Math.floor(MAX / GCRA_HORIZON_MS), 2195)
   const subject = '`policy.limit / gcd(policy.limit, policy.windowMs) * 4102444800000 (GCRA\'s time scale until the year 2100)`'
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 2195, windowMs: 1 }))
+  accepts(t, { algorithm: 'gcra', limit: 2195, windowMs: 1 })
   t.strictSame(...product({ algorithm: 'gcra', limit: 2196, windowMs: 1 },
     `Expected ${subject} to be ${SAFE}, got 9008968780800000 (2196 * 4102444800000)`))
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 2196, windowMs: 2 }), 's = 1098 once reduced')
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 1_000_000, windowMs: 60_000 }), 's = 50')
-  t.ok(normalizePolicy({ algorithm: 'gcra', limit: 2195 * 7, windowMs: 7 * 1000 }), 's = 439')
+  accepts(t, { algorithm: 'gcra', limit: 2196, windowMs: 2 }, 's = 1098 once reduced')
+  accepts(t, { algorithm: 'gcra', limit: 1_000_000, windowMs: 60_000 }, 's = 50')
+  accepts(t, { algorithm: 'gcra', limit: 2195 * 7, windowMs: 7 * 1000 }, 's = 439')
   t.strictSame(...product({ algorithm: 'gcra', limit: 2 * 2197, windowMs: 2 * 1000 },
     `Expected ${subject} to be ${SAFE}, got 9013071225600000 (2197 * 4102444800000)`))
-  t.ok(normalizePolicy({ algorithm: 'token-bucket', limit: 2196, windowMs: 1 }), 'only gcra has this rule')
+  accepts(t, { algorithm: 'token-bucket', limit: 2196, windowMs: 1 }, 'only gcra has this rule')
 })
 
 t.test('capacityOf: burst for token-bucket and gcra, limit for the windows', async (t) => {

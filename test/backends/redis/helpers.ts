@@ -84,22 +84,46 @@ export async function serverNow (redis: Redis): Promise<number> {
 
 export interface Counted extends RedisScriptClient {
   readonly calls: { evalsha: number, eval: number }
+  /** Every call in order: its key and whether the client's promise has settled yet. */
+  readonly log: ReadonlyArray<{ readonly method: 'evalsha' | 'eval', readonly key: string, settled: boolean }>
+  /** Calls whose promise has not settled: the client is still waiting for the server. */
+  pending (key?: string): number
 }
 
-/** A client that counts its EVALSHA and EVAL calls (round trips) and passes them on. */
+/**
+ * A client that counts its EVALSHA and EVAL calls (round trips) and passes them on; it also
+ * notes when each call's own promise settles, so a test can tell a decision the backend's timer
+ * ended (the call still pending) from one the client ended.
+ */
 export function counting (redis: RedisScriptClient): Counted {
   const calls = { evalsha: 0, eval: 0 }
+  const log: Array<{ method: 'evalsha' | 'eval', key: string, settled: boolean }> = []
+  const follow = (method: 'evalsha' | 'eval', key: string, call: () => Promise<unknown>): Promise<unknown> => {
+    const entry = { method, key, settled: false }
+    log.push(entry)
+    const settle = (): void => { entry.settled = true }
+    const result = call()
+    result.then(settle, settle)
+    return result
+  }
   return {
     calls,
+    log,
+    pending: (key) => log.filter((entry) => !entry.settled && (key === undefined || entry.key === key)).length,
     evalsha (sha, numKeys, ...rest) {
       calls.evalsha++
-      return redis.evalsha(sha, numKeys, ...rest)
+      return follow('evalsha', rest[0] as string, () => redis.evalsha(sha, numKeys, ...rest))
     },
     eval (script, numKeys, ...rest) {
       calls.eval++
-      return redis.eval(script, numKeys, ...rest)
+      return follow('eval', rest[0] as string, () => redis.eval(script, numKeys, ...rest))
     }
   }
+}
+
+/** Polls `done` every 10 ms until it holds (a wait for an event, not a bound: tap's timeout ends a hang). */
+export async function until (done: () => boolean | Promise<boolean>): Promise<void> {
+  while (!(await done())) await sleep(10)
 }
 
 /** A free TCP port on the loopback interface. */
