@@ -72,6 +72,7 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'rl-admit', description: '@fastify/rate-limit 11 admitting', status: 200, setup: rlAdmit },
   { name: 'rl-refuse', description: '@fastify/rate-limit 11 refusing (429)', status: 429, setup: rlRefuse },
   { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200, setup: (app) => app.register(underPressure) },
+  { name: 'hdr-floor', description: 'empty onRequest + onResponse (route options), onRequest sets two constant RateLimit headers', status: 200, route: { onRequest: (_request, reply, done) => { reply.header('ratelimit-policy', '"default";q=1000000000;w=60').header('ratelimit', '"default";r=999999999;t=1'); done() }, onResponse: emptyHook } },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
   { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },

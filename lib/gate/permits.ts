@@ -16,8 +16,31 @@ const ENDED = 16
 
 export type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown
 type Fields = Record<symbol, unknown>
-/** What the permits need of a connection: its `close`, and a field for the requests it carries. */
+/** What the permits need of a connection: its `close`, and a field for the permits it carries. */
 type Connection = Fields & { once (event: 'close', listener: (this: Connection) => void): unknown }
+
+/**
+ * One request's hold on the gate, made when it takes its permits: one object per admitted
+ * request, so that a request of an opted-out route carries a single empty field of this plugin.
+ * The permits held on one connection form a doubly linked list through `prev`/`next` (no Set: no
+ * hashing), whose head hangs on the connection.
+ */
+class Permit {
+  flags: number
+  readonly gate: RouteGate
+  readonly reply: FastifyReply
+  /** The handler's promise, once it returned one. */
+  work: PromiseLike<unknown> | null = null
+  prev: Permit | null = null
+  next: Permit | null = null
+  connection: Connection | null = null
+
+  constructor (flags: number, gate: RouteGate, reply: FastifyReply) {
+    this.flags = flags
+    this.gate = gate
+    this.reply = reply
+  }
+}
 
 function isThenable (value: unknown): value is PromiseLike<unknown> {
   return value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function'
@@ -43,11 +66,8 @@ function isThenable (value: unknown): value is PromiseLike<unknown> {
  * Each registration has its own request fields, so two registrations are two gates.
  */
 export class Permits {
-  private readonly kFlags = Symbol('admission.flags')
-  private readonly kWork = Symbol('admission.work')
-  private readonly kReply = Symbol('admission.reply')
-  private readonly kGate = Symbol('admission.gate')
-  /** On a request: the set of its connection's held requests. On a connection: that set. */
+  private readonly kPermit = Symbol('admission.permit')
+  /** On a connection: the head of its list of held permits. */
   private readonly kHeld = Symbol('admission.held')
   private readonly global: GateCounters
   private readonly maxInFlight: number
@@ -56,18 +76,22 @@ export class Permits {
   constructor (fastify: FastifyInstance, global: GateCounters, maxInFlight: number) {
     this.global = global
     this.maxInFlight = maxInFlight
-    fastify.decorateRequest(this.kFlags, 0)
-    fastify.decorateRequest(this.kWork, null)
-    fastify.decorateRequest(this.kReply, null)
-    fastify.decorateRequest(this.kGate, null)
-    fastify.decorateRequest(this.kHeld, null)
+    fastify.decorateRequest(this.kPermit, null)
     const permits = this
     // One function for every connection (`this` is the socket): no closure per request.
     this.onConnectionClose = function admissionConnectionClosed (this: Connection) {
-      const held = this[permits.kHeld] as Set<FastifyRequest>
-      this[permits.kHeld] = undefined
-      for (const request of held) permits.aborted(request)
+      let permit = this[permits.kHeld] as Permit | null
+      while (permit !== null) {
+        // aborted() may free the permit, which unlinks it: read the next one first.
+        const next = permit.next
+        permits.abort(permit)
+        permit = next
+      }
     }
+  }
+
+  private permitOf (request: FastifyRequest): Permit | null {
+    return (request as unknown as Fields)[this.kPermit] as Permit | null
   }
 
   /** Takes the global permit, then the route's; false (holding nothing) when either is full. */
@@ -91,22 +115,20 @@ export class Permits {
     } else {
       counters.inFlight++
     }
-    const fields = request as unknown as Fields
-    fields[this.kFlags] = flags
-    fields[this.kReply] = reply
-    fields[this.kGate] = gate
-    const raw = request.raw as unknown as { socket?: Connection | null, stream?: Connection }
-    const connection = raw.stream ?? raw.socket
+    const permit = new Permit(flags, gate, reply)
+    ;(request as unknown as Fields)[this.kPermit] = permit
+    const raw = request.raw as unknown as { httpVersionMajor: number, socket?: Connection | null, stream?: Connection }
+    // HTTP/2: a stream per request, so the stream's own close; HTTP/1: the socket's.
+    const connection = raw.httpVersionMajor === 2 ? raw.stream : raw.socket
     if (connection !== undefined && connection !== null) {
-      // HTTP/2: a stream per request, so the stream's own close; HTTP/1: the socket's.
-      let held = connection[this.kHeld] as Set<FastifyRequest> | undefined
-      if (held === undefined) {
-        held = new Set()
-        connection[this.kHeld] = held
-        connection.once('close', this.onConnectionClose)
+      const head = connection[this.kHeld] as Permit | null | undefined
+      if (head === undefined) connection.once('close', this.onConnectionClose)
+      else if (head !== null) {
+        head.prev = permit
+        permit.next = head
       }
-      held.add(request)
-      fields[this.kHeld] = held
+      connection[this.kHeld] = permit
+      permit.connection = connection
     }
     return true
   }
@@ -118,34 +140,41 @@ export class Permits {
 
   /** Gives back every permit the request holds, once. */
   free (request: FastifyRequest): void {
-    const fields = request as unknown as Fields
-    const flags = fields[this.kFlags] as number
+    const permit = this.permitOf(request)
+    if (permit !== null) this.give(permit)
+  }
+
+  private give (permit: Permit): void {
+    const flags = permit.flags
     if ((flags & HELD) === 0) return
-    fields[this.kFlags] = flags & ~HELD
-    fields[this.kReply] = null
-    const held = fields[this.kHeld] as Set<FastifyRequest> | null | undefined
-    if (held != null) {
-      held.delete(request)
-      fields[this.kHeld] = null
+    permit.flags = flags & ~HELD
+    const connection = permit.connection
+    if (connection !== null) {
+      const { prev, next } = permit
+      if (prev === null) connection[this.kHeld] = next
+      else prev.next = next
+      if (next !== null) next.prev = prev
+      permit.prev = null
+      permit.next = null
+      permit.connection = null
     }
     if ((flags & HELD_GLOBAL) !== 0) this.global.inFlight = release(this.global.inFlight)
-    const counters = (fields[this.kGate] as RouteGate).counters
+    const counters = permit.gate.counters
     counters.inFlight = release(counters.inFlight)
   }
 
   /** `onResponse`: the response is written; the permit goes back unless the handler still runs. */
   responded (request: FastifyRequest, reply: FastifyReply): void {
-    const fields = request as unknown as Fields
-    const flags = fields[this.kFlags] as number
-    if ((flags & HELD) === 0) return
+    const permit = this.permitOf(request)
+    if (permit === null || (permit.flags & HELD) === 0) return
     // HTTP/2's compatibility layer reports a reset stream as a finished response, which Fastify
     // takes for the end of the request (`onResponse`) though nothing was written: an abort.
     if (!reply.raw.writableEnded) {
-      this.aborted(request)
+      this.abort(permit)
       return
     }
-    if ((flags & RUNNING) !== 0) fields[this.kFlags] = flags | ENDED
-    else this.free(request)
+    if ((permit.flags & RUNNING) !== 0) permit.flags |= ENDED
+    else this.give(permit)
   }
 
   /**
@@ -154,21 +183,25 @@ export class Permits {
    * handler's work to end.
    */
   aborted (request: FastifyRequest): void {
-    const fields = request as unknown as Fields
-    const flags = fields[this.kFlags] as number
+    const permit = this.permitOf(request)
+    if (permit !== null) this.abort(permit)
+  }
+
+  private abort (permit: Permit): void {
+    const flags = permit.flags
     if ((flags & HELD) === 0) return
-    fields[this.kFlags] = flags | ABORTED
+    permit.flags = flags | ABORTED
     // A handler with a timeout is followed by its promise already.
     if ((flags & RUNNING) !== 0) return
-    const work = fields[this.kWork] as PromiseLike<unknown> | null
+    const work = permit.work
     if (work !== null) {
-      const end = (): void => { this.free(request) }
+      const end = (): void => { this.give(permit) }
       work.then(end, end)
       return
     }
-    const reply = fields[this.kReply] as FastifyReply
+    const reply = permit.reply
     if (reply.sent) {
-      this.free(request)
+      this.give(permit)
       return
     }
     // The work ends with a call to `send`: by a handler that has not started yet (or one that
@@ -177,7 +210,7 @@ export class Permits {
     const send = reply.send
     const permits = this
     reply.send = function admissionSendAfterAbort (this: FastifyReply, payload?: unknown) {
-      permits.free(request)
+      permits.give(permit)
       return send.call(this, payload)
     }
   }
@@ -190,23 +223,22 @@ export class Permits {
     const permits = this
     return function admissionWatchedHandler (this: FastifyInstance, request, reply) {
       const result = handler.call(this, request, reply)
-      const fields = request as unknown as Fields
-      const flags = fields[permits.kFlags] as number
-      if ((flags & HELD) === 0 || !isThenable(result)) return result
+      const permit = permits.permitOf(request)
+      if (permit === null || (permit.flags & HELD) === 0 || !isThenable(result)) return result
       if (waitsForHandler) {
-        fields[permits.kFlags] = flags | RUNNING
+        permit.flags |= RUNNING
         const settle = (): void => {
-          const now = (fields[permits.kFlags] as number) & ~RUNNING
-          fields[permits.kFlags] = now
-          if ((now & (ENDED | ABORTED)) !== 0) permits.free(request)
+          const now = permit.flags & ~RUNNING
+          permit.flags = now
+          if ((now & (ENDED | ABORTED)) !== 0) permits.give(permit)
         }
         result.then(settle, settle)
-      } else if ((flags & ABORTED) !== 0) {
+      } else if ((permit.flags & ABORTED) !== 0) {
         // Aborted before the handler started: its promise ends its work (or its `send`, patched).
-        const end = (): void => { permits.free(request) }
+        const end = (): void => { permits.give(permit) }
         result.then(end, end)
       } else {
-        fields[permits.kWork] = result
+        permit.work = result
       }
       return result
     }

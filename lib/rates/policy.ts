@@ -98,6 +98,19 @@ export function policyFingerprint (policy: Policy): string {
   return policy.burst === undefined ? base : `${base}:${policy.burst}`
 }
 
+const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([1-9][0-9]*):([1-9][0-9]*)(?::([1-9][0-9]*))?$/
+
+/** The policy a fingerprint names (the inverse of `policyFingerprint`), or undefined when it names none. */
+export function policyOfFingerprint (fingerprint: string): Policy | undefined {
+  const match = FINGERPRINT.exec(fingerprint)
+  if (match === null) return undefined
+  const [, algorithm, limit, windowMs, burst] = match as unknown as [string, Policy['algorithm'], string, string, string | undefined]
+  const policy: Policy = burst === undefined
+    ? { algorithm, limit: Number(limit), windowMs: Number(windowMs) }
+    : { algorithm, limit: Number(limit), windowMs: Number(windowMs), burst: Number(burst) }
+  return Object.freeze(policy)
+}
+
 interface Fields { algorithm?: unknown, limit?: unknown, windowMs?: unknown, burst?: unknown }
 
 const POLICY_SHAPE = { keys: KEYS, expected: 'a plain object { algorithm, limit, windowMs, burst? }' }

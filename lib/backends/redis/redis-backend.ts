@@ -4,7 +4,7 @@ import type { BackendLimiter, RatesBackend } from '../../rates/backend.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { LimiterMap } from '../../rates/limiter-map.js'
-import { policyFingerprint } from '../../rates/policy.js'
+import { policyFingerprint, policyOfFingerprint } from '../../rates/policy.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
@@ -39,14 +39,6 @@ export interface RedisBackendOptions {
   denyCache?: false | RedisDenyCacheOptions
 }
 
-/**
- * @internal For tests only: `now()` replaces both clocks. It is sent to the script as its test
- * time (instead of the server's `TIME`) and is the local clock of the deny cache. `redisBackend()`
- * never sets it.
- */
-export interface RedisBackendTesting {
-  now: () => number
-}
 
 export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
@@ -60,7 +52,6 @@ local f = string.match(v, '^(%S+)')
 if f ~= ARGV[1] then return { f or '' } end
 redis.call('DEL', KEYS[1])
 return 1`
-const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([1-9][0-9]*):([1-9][0-9]*)(?::([1-9][0-9]*))?$/
 
 /**
  * Quotas in Redis (or Valkey), shared by every process and host that uses the same server and
@@ -89,16 +80,16 @@ export class RedisBackend implements RatesBackend {
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
   private readonly limiters = new LimiterMap<RedisBackendLimiter>()
-  private readonly testing: RedisBackendTesting | undefined
+  /** Set only by `testingRedisBackend()` (tests): one clock for the script and the deny cache. */
+  private testing: RedisBackendTesting | undefined
   private stopped = false
 
-  constructor (options: RedisBackendOptions, testing?: RedisBackendTesting) {
+  constructor (options: RedisBackendOptions) {
     const input = exactObject(RatesInvalidArgumentError.complain, 'options', options, REDIS_OPTIONS)
     this.client = clientFrom(input.client)
     this.prefix = prefixFrom(input.prefix)
     this.timeoutMs = timeoutFrom(input.timeoutMs)
     this.denyCacheEntries = denyCacheFrom(input.denyCache)
-    this.testing = testing
   }
 
   get isStopped (): boolean {
@@ -261,10 +252,25 @@ export class RedisBackendLimiter implements BackendLimiter {
   }
 
   private conflict (fingerprint: string, key: string): never {
-    const stored = policyOf(fingerprint)
+    const stored = policyOfFingerprint(fingerprint)
     if (stored !== undefined) throw new RatesPolicyConflictError(this.address, stored, this.policy)
     throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
   }
+}
+
+/**
+ * A test seam, not part of the package's exports: `now()` replaces both clocks. It is sent to the
+ * script as its test time (instead of the server's `TIME`) and is the local clock of the deny cache.
+ */
+export interface RedisBackendTesting {
+  now: () => number
+}
+
+/** For tests only (not exported by the package): a backend whose clocks are `testing.now`. */
+export function testingRedisBackend (options: RedisBackendOptions, testing: RedisBackendTesting): RedisBackend {
+  const backend = new RedisBackend(options)
+  ;(backend as unknown as { testing: RedisBackendTesting }).testing = testing
+  return backend
 }
 
 /** The Redis backend: quotas shared by every process that uses the same Redis and prefix. */
@@ -280,16 +286,6 @@ function isDecision (reply: unknown, fields: number): reply is DecisionReply {
     reply.every((n) => Number.isSafeInteger(n))
 }
 
-/** The policy a stored fingerprint names, or undefined when it is not one. */
-export function policyOf (fingerprint: string): Policy | undefined {
-  const match = FINGERPRINT.exec(fingerprint)
-  if (match === null) return undefined
-  const [, algorithm, limit, windowMs, burst] = match as unknown as [string, Policy['algorithm'], string, string, string | undefined]
-  const policy: Policy = burst === undefined
-    ? { algorithm, limit: Number(limit), windowMs: Number(windowMs) }
-    : { algorithm, limit: Number(limit), windowMs: Number(windowMs), burst: Number(burst) }
-  return Object.freeze(policy)
-}
 
 function send (call: () => Promise<unknown>): Promise<unknown> {
   try {

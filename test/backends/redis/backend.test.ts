@@ -13,10 +13,11 @@ import {
   DEFAULT_PREFIX,
   DEFAULT_TIMEOUT_MS,
   RedisBackend,
-  policyOf,
+  testingRedisBackend,
   redisBackend,
   type RedisScriptClient
 } from '../../../lib/backends/redis/redis-backend.js'
+import { policyOfFingerprint } from '../../../lib/rates/policy.js'
 import { counting, deleteKeys, sharedRedis, uniquePrefix } from './helpers.js'
 
 // ioredis's Redis and Cluster (and so iovalkey's) fit the structural client type.
@@ -298,8 +299,8 @@ t.test('replies the backend does not understand are RATES_UNAVAILABLE; a stored 
     t.equal((error as RatesPolicyConflictError).requested, fixed)
     t.equal((error as RatesPolicyConflictError).limiterName, 'app#a')
   }
-  t.same(policyOf('token-bucket:10:1000'), { algorithm: 'token-bucket', limit: 10, windowMs: 1000 })
-  t.equal(policyOf('token-bucket:10:01000'), undefined)
+  t.same(policyOfFingerprint('token-bucket:10:1000'), { algorithm: 'token-bucket', limit: 10, windowMs: 1000 })
+  t.equal(policyOfFingerprint('token-bucket:10:01000'), undefined)
 })
 
 // ---- the deny cache, deterministic (fake Redis, one test clock) -------------------------------
@@ -332,7 +333,7 @@ const fields = (d: RateDecision): unknown => ({ ...d })
 t.test('deny cache: a denied identity is denied locally while certain; smaller costs, expiry and admits go to Redis', async (t) => {
   const clock = { now: 10_000 }
   const client = scriptedFixed(clock)
-  const backend = new RedisBackend({ client, denyCache: { maxEntries: 2 } }, { now: () => clock.now })
+  const backend = testingRedisBackend({ client, denyCache: { maxEntries: 2 } }, { now: () => clock.now })
   const limiter = backend.limiter('app#a', fixed)
   const cache = limiter.cache
   t.ok(cache)
@@ -387,7 +388,7 @@ t.test('deny cache: with a round trip of uncertainty, it denies only when certai
     clock.now += 30
     return replies.shift()
   })
-  const limiter = new RedisBackend({ client }, { now: () => clock.now }).limiter('app#a', policy)
+  const limiter = testingRedisBackend({ client }, { now: () => clock.now }).limiter('app#a', policy)
   // Denied at server time 5010 (sent at local 0, received at 30): 10 units of 1/1000 token left,
   // cost 5 needs 4990 more: 499 ms.
   replies = [[0, 0, 0, 499, 5010 + 999, 5010, 10, 5010]]
@@ -439,8 +440,8 @@ t.test('deny cache on Redis: N requests within retryAfterMs, 0 round trips, the 
   const now = (): number => clock.now
   const cachedClient = counting(redis)
   const plainClient = counting(redis)
-  const cached = new RedisBackend({ client: cachedClient, prefix: `${prefix}c:`, timeoutMs: 10_000 }, { now })
-  const plain = new RedisBackend({ client: plainClient, prefix: `${prefix}p:`, timeoutMs: 10_000, denyCache: false }, { now })
+  const cached = testingRedisBackend({ client: cachedClient, prefix: `${prefix}c:`, timeoutMs: 10_000 }, { now })
+  const plain = testingRedisBackend({ client: plainClient, prefix: `${prefix}p:`, timeoutMs: 10_000, denyCache: false }, { now })
   for (const policy of [fixed, bucket, { algorithm: 'sliding-window-counter', limit: 3, windowMs: 1000 }, { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 3 }] as Policy[]) {
     const c = cached.limiter(`app#${policy.algorithm}`, policy)
     const p = plain.limiter(`app#${policy.algorithm}`, policy)

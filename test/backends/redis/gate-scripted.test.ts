@@ -2,8 +2,8 @@
 // (it is what covers the gate's round-trip path when no Redis is installed). Each reply is the
 // one the decision script gives; the gate must turn it into the answer the policy says: admitted
 // with the RateLimit headers Redis's numbers give, 429 with Retry-After, 503 when the backend
-// cannot decide (or admitted with onBackendError 'allow'), 500 for a policy conflict — counted in
-// stats, the in-flight slot given back every time.
+// cannot decide — a policy conflict included — (or admitted with onBackendError 'allow'), counted
+// in stats, the in-flight slot given back every time.
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { admission, redisBackend, type AdmissionStats, type RedisScriptClient } from '../../../lib/index.js'
@@ -39,7 +39,7 @@ function scripted (): Scripted {
 
 const POLICY = { algorithm: 'fixed-window', limit: 5, windowMs: 60_000 } as const
 
-async function gate (t: Test, client: Scripted, options: { onBackendError?: 'allow', timeoutMs?: number } = {}): Promise<{ app: FastifyInstance, limits: number[], sheds: number[] }> {
+async function gate (t: Test, client: Scripted, options: { onBackendError?: 'allow' | 'deny', timeoutMs?: number } = {}): Promise<{ app: FastifyInstance, limits: number[], sheds: number[] }> {
   const limits: number[] = []
   const sheds: number[] = []
   const app = Fastify()
@@ -105,7 +105,7 @@ t.test('denied by Redis: 429 with Retry-After from its retryAfterMs, onLimit tol
   t.same(counters(app.admission.stats()), { ...one, route: one })
 })
 
-t.test('Redis fails or does not answer: 503 + Retry-After, counted as unavailable and shed (fail closed)', async (t) => {
+t.test('Redis fails or does not answer: 503 + Retry-After, counted as unavailable, not as shed (fail closed)', async (t) => {
   const client = scripted()
   const { app, sheds, limits } = await gate(t, client, { timeoutMs: 20 })
   client.replies.push(async () => { throw new Error('Connection is closed.') })
@@ -118,9 +118,9 @@ t.test('Redis fails or does not answer: 503 + Retry-After, counted as unavailabl
     t.notOk('ratelimit' in res.headers, 'no RateLimit header without a decision')
   }
   t.equal(client.sent.length, 2)
-  t.same(sheds, [1, 1], 'onShed told of both')
+  t.same(sheds, [], 'onShed is for a full in-flight gate, not for a backend that cannot decide')
   t.same(limits, [], 'not a rate limit')
-  const two = { admitted: 0, limited: 0, shed: 2, unavailable: 2, inFlight: 0 }
+  const two = { admitted: 0, limited: 0, shed: 0, unavailable: 2, inFlight: 0 }
   t.same(counters(app.admission.stats()), { ...two, route: two })
 })
 
@@ -137,13 +137,15 @@ t.test("onBackendError 'allow': admitted, counted as admitted and unavailable, t
   t.same(counters(app.admission.stats()), { ...one, route: one })
 })
 
-t.test('a key Redis holds under another policy: the conflict reaches Fastify (500), never an admission', async (t) => {
-  const client = scripted()
-  const { app } = await gate(t, client, { onBackendError: 'allow' })
-  client.replies.push(async () => [1, 'fixed-window:9:60000'])
-  const res = await app.inject({ url: '/', headers: { 'x-id': 'frank' } })
-  t.equal(res.statusCode, 500)
-  t.match(JSON.parse(res.body), { code: 'RATES_POLICY_CONFLICT' })
-  const none = { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0 }
-  t.same(counters(app.admission.stats()), { ...none, route: none }, 'not unavailable: allow does not apply to a conflict')
+t.test('a key Redis holds under another policy: answered by onBackendError like any failure, never a 500', async (t) => {
+  for (const [onBackendError, status] of [['deny', 503], ['allow', 200]] as const) {
+    const client = scripted()
+    const { app } = await gate(t, client, { onBackendError })
+    client.replies.push(async () => [1, 'fixed-window:9:60000'])
+    const res = await app.inject({ url: '/', headers: { 'x-id': 'frank' } })
+    t.equal(res.statusCode, status, onBackendError)
+    t.notMatch(res.body, /RATES_POLICY_CONFLICT|fixed-window|admission:/, 'no internals in the body')
+    const counted = { admitted: status === 200 ? 1 : 0, limited: 0, shed: 0, unavailable: 1, inFlight: 0 }
+    t.same(counters(app.admission.stats()), { ...counted, route: counted })
+  }
 })

@@ -11,7 +11,7 @@ import type { RateDecision } from '../../../lib/rates/decision.js'
 import { RatesPolicyConflictError, RatesUnavailableError } from '../../../lib/rates/errors.js'
 import { capacityOf, normalizePolicy, policyFingerprint } from '../../../lib/rates/policy.js'
 import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
-import { RedisBackend, redisBackend } from '../../../lib/backends/redis/redis-backend.js'
+import { RedisBackend, redisBackend, testingRedisBackend } from '../../../lib/backends/redis/redis-backend.js'
 import { counting, deleteKeys, keysUnder, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
 
 /** The script's SHA-1. Changing the Lua changes it: update it here, deliberately. */
@@ -127,7 +127,7 @@ for (const algorithm of ALGORITHMS) {
     const clock = { now: 0 }
 
     // Every field of every decision, and the stored state after each, clocks stepping back included.
-    const plain = new RedisBackend({ client: redis, prefix, denyCache: false, timeoutMs: SLOW }, { now: () => clock.now })
+    const plain = testingRedisBackend({ client: redis, prefix, denyCache: false, timeoutMs: SLOW }, { now: () => clock.now })
     let decisions = 0
     await fc.assert(fc.asyncProperty(scenarioArb(algorithm, true), async (s) => {
       decisions += s.ops.length
@@ -137,7 +137,7 @@ for (const algorithm of ALGORITHMS) {
     // With the deny cache (forward time, as a monotonic clock gives it): still every field alike,
     // with fewer round trips.
     const client = counting(redis)
-    const cached = new RedisBackend({ client, prefix, timeoutMs: SLOW }, { now: () => clock.now })
+    const cached = testingRedisBackend({ client, prefix, timeoutMs: SLOW }, { now: () => clock.now })
     let cachedDecisions = 0
     await fc.assert(fc.asyncProperty(scenarioArb(algorithm, false), async (s) => {
       cachedDecisions += s.ops.length
