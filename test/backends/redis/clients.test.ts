@@ -264,7 +264,7 @@ for (const kind of kinds) {
     t.teardown(close)
     const prefix = uniquePrefix(`timeout-${kind.name}`)
     t.teardown(async () => { await deleteKeys(admin(), prefix) })
-    const timeoutMs = 300
+    const timeoutMs = 500
     const app = await gate(t, client, prefix, timeoutMs)
     t.same(await statuses(app, 'dave', 1), [200], 'through the proxy, Redis answers')
 
