@@ -8,17 +8,13 @@ import { policyFingerprint, policyOfFingerprint } from '../../rates/policy.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
+import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
-/**
- * What the backend needs of a Redis client: `EVALSHA` and `EVAL` as ioredis (and iovalkey, its
- * fork) expose them, returning promises. Typed structurally so that no client package is loaded
- * at run time; a `Redis` or `Cluster` instance from either package fits.
- */
-export interface RedisScriptClient {
-  evalsha (sha: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>
-  eval (script: string, numKeys: number, ...keysAndArgs: string[]): Promise<unknown>
-}
+// What the backend needs of a Redis client, typed structurally (no client package is loaded at
+// run time): ioredis's or iovalkey's `Redis` and `Cluster`, node-redis's `createClient()` and
+// `createCluster()`. See redis-client.ts.
+export type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient, RedisClientShape, RedisScriptClient } from './redis-client.js'
 
 export interface RedisDenyCacheOptions {
   /** Identities remembered per limiter; the oldest is dropped beyond it. Default 10 000. */
@@ -26,8 +22,11 @@ export interface RedisDenyCacheOptions {
 }
 
 export interface RedisBackendOptions {
-  /** An ioredis or iovalkey client that the application owns (connects, and quits). */
-  client: RedisScriptClient
+  /**
+   * A client that the application owns (connects, and quits): ioredis or iovalkey (`Redis`,
+   * `Cluster`), or node-redis (`createClient()`, `createCluster()`).
+   */
+  client: RedisBackendClient
   /** Start of every key; without `{` or `}` (the hash tag comes after it). Default `'admission:'`. */
   prefix?: string
   /** A decision Redis has not answered within this many ms rejects with `RATES_UNAVAILABLE`. Default 50. */
@@ -74,7 +73,9 @@ return 1`
  */
 export class RedisBackend implements RatesBackend {
   readonly kind = 'redis'
-  readonly client: RedisScriptClient
+  readonly client: RedisBackendClient
+  /** How `client` is called: `'ioredis'` (also iovalkey) or `'node-redis'`, seen at construction. */
+  readonly clientShape: RedisClientShape
   readonly prefix: string
   readonly timeoutMs: number
   /** Entries per limiter's deny cache; 0 when it is off. */
@@ -82,11 +83,15 @@ export class RedisBackend implements RatesBackend {
   private readonly limiters = new LimiterMap<RedisBackendLimiter>()
   /** Set only by `testingRedisBackend()` (tests): one clock for the script and the deny cache. */
   private testing: RedisBackendTesting | undefined
+  private readonly call: ScriptCall
   private stopped = false
 
   constructor (options: RedisBackendOptions) {
     const input = exactObject(RatesInvalidArgumentError.complain, 'options', options, REDIS_OPTIONS)
-    this.client = clientFrom(input.client)
+    const { client, shape } = clientFrom(input.client)
+    this.client = client
+    this.clientShape = shape
+    this.call = scriptCall(client, shape)
     this.prefix = prefixFrom(input.prefix)
     this.timeoutMs = timeoutFrom(input.timeoutMs)
     this.denyCacheEntries = denyCacheFrom(input.denyCache)
@@ -117,12 +122,12 @@ export class RedisBackend implements RatesBackend {
    * comes later is dropped (the timer is cleared as soon as one comes).
    */
   run (key: string, args: string[]): Promise<unknown> {
-    const client = this.client
+    const call = this.call
     return this.within((answer, fail, settled) => {
-      send(() => client.evalsha(DECIDE_SHA, 1, key, ...args)).then(answer, (error: unknown) => {
+      call('sha', DECIDE_SHA, key, args).then(answer, (error: unknown) => {
         // No EVAL for a decision that already failed (timed out).
         if (settled() || !isNoScript(error)) return fail(error)
-        send(() => client.eval(DECIDE_LUA, 1, key, ...args)).then(answer, fail)
+        call('source', DECIDE_LUA, key, args).then(answer, fail)
       })
     })
   }
@@ -130,7 +135,7 @@ export class RedisBackend implements RatesBackend {
   /** Runs a rarely used script (the registry's reads and deletes) with `EVAL`, within `timeoutMs`. */
   runOnce (script: string, key: string, args: string[]): Promise<unknown> {
     return this.within((answer, fail) => {
-      send(() => this.client.eval(script, 1, key, ...args)).then(answer, fail)
+      this.call('source', script, key, args).then(answer, fail)
     })
   }
 
@@ -286,14 +291,6 @@ function isDecision (reply: unknown, fields: number): reply is DecisionReply {
     reply.every((n) => Number.isSafeInteger(n))
 }
 
-
-function send (call: () => Promise<unknown>): Promise<unknown> {
-  try {
-    return Promise.resolve(call())
-  } catch (error) {
-    return Promise.reject(error)
-  }
-}
 
 function isNoScript (error: unknown): boolean {
   return error instanceof Error && error.message.startsWith('NOSCRIPT')

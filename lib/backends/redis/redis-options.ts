@@ -1,18 +1,24 @@
 import { RatesInvalidArgumentError } from '../../rates/errors.js'
 import { exactObject, positiveInteger } from '../../validation/checks.js'
-import type { RedisScriptClient } from './redis-backend.js'
+import { show } from '../../validation/show.js'
+import { clientShape, type RedisBackendClient, type RedisClientShape } from './redis-client.js'
 
 export const DEFAULT_PREFIX = 'admission:'
 export const DEFAULT_TIMEOUT_MS = 50
 export const DEFAULT_DENY_CACHE_ENTRIES = 10_000
+// The first sentence is the one the ioredis-only backend had (tests pin it); node-redis follows
+// the value.
+const CLIENT_EXPECTED = 'a Redis client with evalsha() and eval() (an ioredis or iovalkey instance)'
+const CLIENT_ALSO = 'or a node-redis client or cluster, with evalSha() and eval()'
 const DENY_CACHE_OPTIONS = { keys: ['maxEntries'], expected: 'false or an object { maxEntries? }', options: true }
 
-export function clientFrom (client: unknown): RedisScriptClient {
-  const candidate = client as { evalsha?: unknown, eval?: unknown } | null
-  if (typeof candidate !== 'object' || candidate === null || typeof candidate.evalsha !== 'function' || typeof candidate.eval !== 'function') {
-    throw new RatesInvalidArgumentError('options.client', 'a Redis client with evalsha() and eval() (an ioredis or iovalkey instance)', client)
+/** The client and its calling convention, recognised by its methods; any other value is refused. */
+export function clientFrom (client: unknown): { client: RedisBackendClient, shape: RedisClientShape } {
+  const shape = clientShape(client)
+  if (shape === undefined) {
+    throw new RatesInvalidArgumentError('options.client', CLIENT_EXPECTED, client, { got: `${show(client)} — ${CLIENT_ALSO}` })
   }
-  return client as RedisScriptClient
+  return { client: client as RedisBackendClient, shape }
 }
 
 export function prefixFrom (prefix: unknown): string {
