@@ -182,11 +182,6 @@ export class Permits {
    * never will be (a response written but not yet `finish`ed, too). The permit waits for the
    * handler's work to end.
    */
-  aborted (request: FastifyRequest): void {
-    const permit = this.permitOf(request)
-    if (permit !== null) this.abort(permit)
-  }
-
   private abort (permit: Permit): void {
     const flags = permit.flags
     if ((flags & HELD) === 0) return
