@@ -79,9 +79,11 @@ export interface DelaySample {
 
 const defaults: CodelOptions = Object.freeze({ targetMs: 5, intervalMs: 100, step: 0.1, maxShare: 0.9 })
 
-/** The defaults, with `overrides` on top; the result is frozen. */
+/** The defaults, with `overrides` on top (an undefined override keeps the default); frozen. */
 export function codelOptions (overrides: Partial<CodelOptions> = {}): CodelOptions {
-  return Object.freeze({ ...defaults, ...overrides })
+  const merged: Record<string, unknown> = { ...defaults }
+  for (const [key, value] of Object.entries(overrides)) if (value !== undefined) merged[key] = value
+  return Object.freeze(merged) as unknown as CodelOptions
 }
 
 /** A fresh state: no delay seen, nothing shed. */

@@ -133,9 +133,11 @@ const defaults: AdaptiveLimitOptions = Object.freeze({
   probeMaxMs: 1000
 })
 
-/** The defaults, with `overrides` on top; the result is frozen. */
+/** The defaults, with `overrides` on top (an undefined override keeps the default); frozen. */
 export function adaptiveLimitOptions (overrides: Partial<AdaptiveLimitOptions> = {}): AdaptiveLimitOptions {
-  return Object.freeze({ ...defaults, ...overrides })
+  const merged: Record<string, unknown> = { ...defaults }
+  for (const [key, value] of Object.entries(overrides)) if (value !== undefined) merged[key] = value
+  return Object.freeze(merged) as unknown as AdaptiveLimitOptions
 }
 
 /** A fresh state at time `now` (ms): the initial limit, no RTT seen yet. */

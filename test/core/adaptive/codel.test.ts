@@ -16,6 +16,7 @@ t.test('options: the defaults, overrides on top, frozen; a fresh state sheds not
   const mine = codelOptions({ targetMs: 10 })
   t.same(mine, { ...o, targetMs: 10 })
   t.ok(Object.isFrozen(o) && Object.isFrozen(mine))
+  t.same(codelOptions({ targetMs: undefined, intervalMs: 50 }), { ...o, intervalMs: 50 }, 'an undefined override keeps the default')
   t.same(newCodel(), { above: false, aboveSince: 0, shedding: false, count: 0, nextAt: 0, shed: 0 })
   t.equal(SHED_SCALE, 1024)
   t.equal(codelShare(newCodel()), 0)

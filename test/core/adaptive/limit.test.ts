@@ -35,6 +35,7 @@ t.test('options: the defaults, overrides on top, frozen', async (t) => {
   t.equal(mine.tolerance, 2)
   t.equal(mine.min, 1)
   t.ok(Object.isFrozen(o) && Object.isFrozen(mine))
+  t.same(adaptiveLimitOptions({ max: undefined, min: 2 }), { ...o, min: 2 }, 'an undefined override keeps the default')
 })
 
 t.test('a fresh state: the initial limit clamped into [min, max], no RTT yet', async (t) => {
