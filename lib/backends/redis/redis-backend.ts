@@ -8,6 +8,7 @@ import { policyFingerprint } from '../../rates/policy.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
+import { readStored } from './stored-state.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
 /**
@@ -30,7 +31,11 @@ export interface RedisBackendOptions {
   client: RedisScriptClient
   /** Start of every key; without `{` or `}` (the hash tag comes after it). Default `'admission:'`. */
   prefix?: string
-  /** A decision Redis has not answered within this many ms rejects with `RATES_UNAVAILABLE`. Default 50. */
+  /**
+   * A decision Redis has not answered within this many ms rejects with `RATES_UNAVAILABLE`.
+   * Default 50. The script is told the server time at which that happens and consumes nothing
+   * from then on (see `RedisBackend.args()`).
+   */
   timeoutMs?: number
   /**
    * The local deny cache: an identity that Redis denied is denied locally, with no round trip,
@@ -41,8 +46,8 @@ export interface RedisBackendOptions {
 
 /**
  * @internal For tests only: `now()` replaces both clocks. It is sent to the script as its test
- * time (instead of the server's `TIME`) and is the local clock of the deny cache. `redisBackend()`
- * never sets it.
+ * time (instead of the server's `TIME`) and is the local clock of the deny cache and of the
+ * deadline. `redisBackend()` never sets it.
  */
 export interface RedisBackendTesting {
   now: () => number
@@ -91,6 +96,9 @@ export class RedisBackend implements RatesBackend {
   private readonly limiters = new LimiterMap<RedisBackendLimiter>()
   private readonly testing: RedisBackendTesting | undefined
   private stopped = false
+  /** The server's now in the latest reply that carried one, and the local time it came at. */
+  private observedServerNow: number | undefined
+  private observedLocal = 0
 
   constructor (options: RedisBackendOptions, testing?: RedisBackendTesting) {
     const input = exactObject(RatesInvalidArgumentError.complain, 'options', options, REDIS_OPTIONS)
@@ -110,9 +118,30 @@ export class RedisBackend implements RatesBackend {
     return this.testing === undefined ? performance.now() : this.testing.now()
   }
 
-  /** The script's arguments after the key: the fingerprint, the cost, and in tests the time. */
+  /**
+   * The script's arguments after the key: the fingerprint, the cost, in tests the time (else ''
+   * when a deadline follows), and the deadline once a server time has been observed.
+   *
+   * The deadline is the server time at which this call's timeout fires, estimated from the latest
+   * reply: the server read its clock before that reply came, so at local time `sent` its clock
+   * reads at least `observedServerNow + (sent - observedLocal)`, and `timeoutMs` later at least
+   * the deadline. A script that runs after the caller gave up (Redis paused, a long queue) then
+   * sees its time at or past the deadline and consumes nothing; one that runs within the
+   * observation's round trip before the timeout may be refused too ("too late", which the reply
+   * also refreshes the observation with). Before any reply there is no deadline. Clock steps and
+   * drift between the hosts since the observation shift it: the next reply corrects it.
+   */
   args (fingerprint: string, cost: number, sent: number): string[] {
-    return this.testing === undefined ? [fingerprint, String(cost)] : [fingerprint, String(cost), String(sent)]
+    const time = this.testing === undefined ? '' : String(sent)
+    const observed = this.observedServerNow
+    if (observed === undefined) return time === '' ? [fingerprint, String(cost)] : [fingerprint, String(cost), time]
+    return [fingerprint, String(cost), time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs))]
+  }
+
+  /** Keeps the server's now from a reply that came at local time `received`. */
+  observe (serverNow: number, received: number): void {
+    this.observedServerNow = serverNow
+    this.observedLocal = received
   }
 
   limiter (address: string, policy: Readonly<Policy>): RedisBackendLimiter {
@@ -219,6 +248,7 @@ export class RedisBackendLimiter implements BackendLimiter {
     const received = backend.now()
     if (isDecision(reply, this.kernel.fields)) {
       const [, allowed, remaining, retryAfterMs, resetAt, serverNow] = reply
+      backend.observe(serverNow, received)
       if (allowed === 1) {
         cache?.forget(identity)
         return allowedDecision(remaining, resetAt)
@@ -227,6 +257,10 @@ export class RedisBackendLimiter implements BackendLimiter {
       return deniedDecision(remaining, retryAfterMs, resetAt)
     }
     if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
+    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 3 && Number.isSafeInteger(reply[1])) {
+      backend.observe(reply[1] as number, received)
+      throw new RatesUnavailableError(`too late: Redis ran the decision for ${JSON.stringify(this.keyOf(identity))} after its deadline (the ${backend.timeoutMs} ms timeout); it consumed nothing`)
+    }
     throw new RatesUnavailableError(`unexpected reply from the script for ${JSON.stringify(this.keyOf(identity))}: ${JSON.stringify(reply)}`)
   }
 
@@ -237,12 +271,10 @@ export class RedisBackendLimiter implements BackendLimiter {
     const stored = await this.backend.runOnce(READ_LUA, key, [])
     if (stored === null) return undefined
     if (typeof stored === 'string') {
-      const [fingerprint, ...numbers] = stored.split(' ')
-      if (fingerprint !== this.fingerprint) this.conflict(fingerprint!, key)
-      const values = numbers.map(Number)
-      if (values.length === this.kernel.fields && values.every((n) => Number.isSafeInteger(n))) {
-        return this.kernel.read(Float64Array.from(values), 0)
-      }
+      // As the script reads it, except for the time bounds (no server time here).
+      const read = readStored(stored, this.policy, this.fingerprint, Infinity)
+      if (read.kind === 'conflict') this.conflict(read.fingerprint, key)
+      if (read.valid) return read.state
     }
     throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
   }
