@@ -1,5 +1,6 @@
 import { ceilDiv } from '../../core/rates/arithmetic.js'
 import { kernelOf, type Policy } from '../../core/rates/index.js'
+import { capacityOf } from '../../rates/policy.js'
 
 /**
  * A stored value as the decision script reads it, in TypeScript: the twin of the script's
@@ -38,7 +39,7 @@ function gcd (a: number, b: number): number {
 function gcraConstants (policy: Policy): { scale: number, interval: number, tau: number } {
   const g = gcd(policy.limit, policy.windowMs)
   const interval = policy.windowMs / g
-  return { scale: policy.limit / g, interval, tau: (policy.burst ?? policy.limit) * interval }
+  return { scale: policy.limit / g, interval, tau: capacityOf(policy) * interval }
 }
 
 /**
@@ -48,7 +49,7 @@ function gcraConstants (policy: Policy): { scale: number, interval: number, tau:
  */
 export function recoveryMs (policy: Policy): number {
   switch (policy.algorithm) {
-    case 'token-bucket': return ceilDiv((policy.burst ?? policy.limit) * policy.windowMs, policy.limit)
+    case 'token-bucket': return ceilDiv(capacityOf(policy) * policy.windowMs, policy.limit)
     case 'fixed-window': return policy.windowMs
     case 'sliding-window-counter': return 2 * policy.windowMs
     case 'gcra': {
@@ -65,7 +66,7 @@ export function validFields (policy: Policy, row: ArrayLike<number>, now: number
   const n1 = row[0] as number
   const n2 = row[1] as number
   switch (policy.algorithm) {
-    case 'token-bucket': return n1 <= (policy.burst ?? limit) * windowMs && n2 <= horizon
+    case 'token-bucket': return n1 <= capacityOf(policy) * windowMs && n2 <= horizon
     case 'fixed-window': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit
     case 'sliding-window-counter': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit && (row[2] as number) <= limit
     case 'gcra': {

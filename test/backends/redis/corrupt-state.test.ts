@@ -17,6 +17,12 @@ const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'slidi
 const SLOW = 10_000
 const hasBurst = (algorithm: Algorithm): boolean => algorithm === 'token-bucket' || algorithm === 'gcra'
 
+// Awaited before any test starts: a top-level await after a test would race the end of the file.
+const shared = await sharedRedis()
+const skip = 'skip' in shared ? shared.skip : false
+const redis = 'redis' in shared ? shared.redis : (undefined as never)
+if (!skip) t.teardown(() => redis.quit())
+
 // ---- the TypeScript side alone -----------------------------------------------------------------
 
 t.test('stored-state: recovery times, worst states and their bounds', async (t) => {
@@ -55,11 +61,6 @@ t.test('stored-state: recovery times, worst states and their bounds', async (t) 
 })
 
 // ---- the differential test ---------------------------------------------------------------------
-
-const shared = await sharedRedis()
-const skip = 'skip' in shared ? shared.skip : false
-const redis = 'redis' in shared ? shared.redis : (undefined as never)
-if (!skip) t.teardown(() => redis.quit())
 
 function withPrefix (t: Test, label: string): string {
   const prefix = uniquePrefix(label)
