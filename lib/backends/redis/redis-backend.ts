@@ -82,9 +82,11 @@ const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([
  * contain braces (their segments are URI-encoded). An identity containing `}` ends the tag early:
  * that key still hashes to one fixed slot, from the part before the brace.
  *
- * Failures are never a silent allow: a timeout, a connection or server error, or a reply the
- * backend does not understand rejects with `RatesUnavailableError`; a key written under another
- * policy rejects with `RatesPolicyConflictError` and is left as it is.
+ * Failures are never a silent allow: a timeout, a connection or server error, a call the script
+ * refused as past its deadline (it consumed nothing), or a reply the backend does not understand
+ * rejects with `RatesUnavailableError`; a key written under another policy rejects with
+ * `RatesPolicyConflictError` and is left as it is. A stored state of this policy that fails the
+ * script's validation is decided as the worst legitimate state (`stored-state.ts`).
  */
 export class RedisBackend implements RatesBackend {
   readonly kind = 'redis'
