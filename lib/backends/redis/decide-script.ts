@@ -8,8 +8,9 @@ import { createHash } from 'node:crypto'
  * there is one SHA to load and one NOSCRIPT fallback.
  *
  * Each algorithm below is a line-by-line twin of its TypeScript kernel in `lib/core/rates/`
- * (same operations in the same order, so the same doubles come out); the differential test in
- * `test/redis/` holds them to that. Any edit to this text changes `DECIDE_SHA`, which a test pins,
+ * (same operations in the same order, so the same doubles come out); the differential tests in
+ * `test/backends/redis/` hold them to that, and hold the script's validation of a stored state to
+ * its TypeScript twin in `stored-state.ts`. Any edit to this text changes `DECIDE_SHA`, which a test pins,
  * so a change to the script is always a deliberate one.
  */
 export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one key, atomically.
@@ -17,22 +18,50 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- KEYS[1]  the state of one identity under one limiter: <prefix>{<address>:<identity>}
 -- ARGV[1]  the policy fingerprint "<algorithm>:<limit>:<windowMs>[:<burst>]" (policyFingerprint())
 -- ARGV[2]  the cost: a positive integer, at most the policy's capacity (the caller checks it)
--- ARGV[3]  TESTS ONLY, never sent by the backend in production: the time to decide at, in epoch ms,
---          instead of the server's TIME. Key expiry runs on the server's real clock, which a test
---          time does not follow, so with ARGV[3] the state is stored without a TTL (the test deletes
---          it). Expiry changes no decision anyway: a key expires once its state has fully
---          recovered, and a fully recovered state decides exactly like a missing (fresh) one.
+-- ARGV[3]  TESTS ONLY, never sent by the backend in production (it sends '' there when ARGV[4]
+--          follows): the time to decide at, in epoch ms, instead of the server's TIME. Key expiry
+--          runs on the server's real clock, which a test time does not follow, so with ARGV[3] the
+--          state is stored without a TTL and no TTL is set (the test deletes it). Expiry changes
+--          no decision anyway: a key expires once its state has fully recovered, and a fully
+--          recovered state decides exactly like a missing (fresh) one.
+-- ARGV[4]  optional, the deadline: the first server time (epoch ms) at which the call is too late.
+--          At or past it the script reads and writes nothing and answers {3, now}. The backend
+--          sends the server time at which its own timeout fires, as it estimates it from the
+--          server's now in earlier replies (a lower bound: a call that runs after the caller gave
+--          up is refused; one that runs just before may be refused too).
 --
 -- Stored value: one string, "<fingerprint> <n1> <n2> [<n3>]", the kernel's state fields in the
 -- order of its write(): token-bucket "tokens last", fixed-window "start count",
 -- sliding-window-counter "start previous current", gcra "tat". A key whose fingerprint differs
--- from ARGV[1] is never reset or rewritten: the script answers with a conflict.
+-- from ARGV[1] is never reset or rewritten: the script answers with a conflict (and gives the key
+-- the caller's recovery time as its TTL if it has none: no backend leaves a key without one).
+--
+-- Validation (stored-state.ts is the TypeScript twin): a state with our fingerprint is read only
+-- if every field is a canonical decimal integer ('0' or no leading zero, at most 16 digits), the
+-- field count is the algorithm's, and every field is in range for the policy at the script's time
+-- now, R being the policy's worst recovery time (token-bucket and gcra ceil(burst * windowMs /
+-- limit), fixed-window windowMs, sliding-window-counter 2 * windowMs):
+--   token-bucket            tokens <= burst * windowMs, last <= now + R
+--   fixed-window            start a multiple of windowMs, start <= now + R, count <= limit
+--   sliding-window-counter  start a multiple of windowMs, start <= now + R, previous and current <= limit
+--   gcra                    tat <= (now + R) * s + tau (what a state written at now + R can hold)
+-- The allowance R lets a server clock step back by up to R: the kernels decide such states as
+-- they do for any clock that stepped back. Any other state is not trusted and not reset either:
+-- the script decides as if it held the worst state a client can legitimately be in at now
+-- (token-bucket empty at now, fixed-window full in now's window, sliding-window-counter current
+-- window full, gcra the whole burst taken at now), which denies and recovers within R, and stores
+-- the result (with its TTL). So a stored state never locks a client beyond now + 2R (an accepted
+-- state: its own time <= now + R, plus R), and a rejected one beyond now + R.
+--
+-- TTL: every path that reads the key leaves it with one. A write sets PX to full recovery; a
+-- denial that changes nothing writes nothing, and only then the script asks PTTL and sets the
+-- expiry if the key has none (a key another program wrote, or a PERSIST).
 --
 -- Reply, integers only (Redis truncates a Lua number to an integer reply; every value here is one):
 --   {0, allowed (1|0), remaining, retryAfterMs, resetAt, now}    allowed
 --   {0, 0, remaining, retryAfterMs, resetAt, now, n1, n2[, n3]}  denied, with the state after it
 --   {1, stored fingerprint}                                       the key holds another policy
---   {2}                                                           unreadable state, same fingerprint
+--   {3, now}                                                      past the deadline: nothing done
 --
 -- Arithmetic: Lua numbers are doubles, as in JavaScript. Policy validation keeps every value the
 -- kernels handle a safe integer (< 2^53), so sums, differences and products are exact; floorDiv
@@ -44,9 +73,12 @@ local key = KEYS[1]
 local fingerprint = ARGV[1]
 local cost = tonumber(ARGV[2])
 local testNow = ARGV[3]
+if testNow == '' then testNow = nil end
+local deadline = ARGV[4]
 
 local algorithm, limitText, windowText, burstText = string.match(fingerprint, '^([a-z-]+):(%d+):(%d+):?(%d*)$')
-if not algorithm or not cost then
+if deadline then deadline = tonumber(deadline) end
+if not algorithm or not cost or deadline == nil and ARGV[4] then
   return redis.error_reply('fastify-admission: bad arguments')
 end
 local limit = tonumber(limitText)
@@ -61,10 +93,14 @@ else
   local t = redis.call('TIME')
   now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
+-- Too late: the caller has given up on this call (its timeout fired); consume nothing.
+if deadline and now >= deadline then
+  return { 3, now }
+end
 
 -- arithmetic.ts (windowStart(t, w), math.floor(t / w) * w, is written inline where it is used).
--- Every call of a script runs its whole text again: only these two helpers are closures, and each
--- algorithm below is one branch of plain locals, so a call builds nothing for the others.
+-- Every call of a script runs its whole text again: only these three helpers are closures, and
+-- each algorithm below is one branch of plain locals, so a call builds nothing for the others.
 local function floorDiv(a, b)
   local r = math.fmod(math.fmod(a, b) + b, b)
   return (a - r) / b
@@ -74,42 +110,78 @@ local function ceilDiv(a, b)
   return -floorDiv(-a, b)
 end
 
--- Each algorithm: fields (numbers per state) and, in its branch below, fresh(now) -> state and
--- decide(state, now, cost) -> allowed, remaining, retryAfterMs, resetAt, next state, recoversAt.
--- A state is n1, n2[, n3], in the order of the stored value.
-local fields
-if algorithm == 'token-bucket' or algorithm == 'fixed-window' then
-  fields = 2
+-- A stored field: canonical decimal digits ('0', or no leading zero), at most 16 of them; nil
+-- otherwise. 16 digits may exceed 2^53: tonumber() then rounds, monotonically, to a value beyond
+-- every bound below, as JavaScript's Number() does.
+local function decimal(f)
+  if f and #f <= 16 and (f == '0' or string.byte(f) ~= 48) then return tonumber(f) end
+  return nil
+end
+
+-- Each algorithm: fields (numbers per state), its worst recovery time R (ms) and, in its branch
+-- below, fresh(now) -> state, worst(now) -> state and decide(state, now, cost) -> allowed,
+-- remaining, retryAfterMs, resetAt, next state, recoversAt. A state is n1, n2[, n3], in the order
+-- of the stored value. gcra's constants are needed by its validation, so they are computed here.
+local fields, recovery
+local scale, interval, tau
+if algorithm == 'token-bucket' then
+  fields, recovery = 2, ceilDiv(burst * windowMs, limit)
+elseif algorithm == 'fixed-window' then
+  fields, recovery = 2, windowMs
 elseif algorithm == 'sliding-window-counter' then
-  fields = 3
+  fields, recovery = 3, 2 * windowMs
 elseif algorithm == 'gcra' then
-  fields = 1
+  -- gcra.ts: time in units of 1/s ms, s = limit / gcd(limit, windowMs); R = ceil(tau / s).
+  local g = limit
+  local b = windowMs
+  while b ~= 0 do
+    g, b = b, math.fmod(g, b)
+  end
+  scale = limit / g
+  interval = windowMs / g
+  tau = burst * interval
+  fields, recovery = 1, ceilDiv(tau, scale)
 else
   return redis.error_reply('fastify-admission: unknown algorithm ' .. algorithm)
 end
 
--- The stored state, checked against the caller's policy. A field that is not a number is skipped
--- (its field count, of numbers, then decides whether the state is readable).
+-- The stored state, checked against the caller's policy (see Validation above).
 local stored = redis.call('GET', key)
 local fresh = true
+local worst = false
 local n1, n2, n3
 if stored then
   local storedFingerprint, rest = string.match(stored, '^(%S*)(.*)$')
   if storedFingerprint ~= fingerprint then
+    if not testNow and redis.call('PTTL', key) == -1 then
+      redis.call('PEXPIRE', key, string.format('%.0f', recovery))
+    end
     return { 1, storedFingerprint }
   end
-  local count = 0
-  for field in string.gmatch(rest, '%S+') do
-    local v = tonumber(field)
-    if v then
-      count = count + 1
-      if count == 1 then n1 = v elseif count == 2 then n2 = v elseif count == 3 then n3 = v end
+  fresh = false
+  local f1, f2, f3
+  if fields == 1 then
+    f1 = string.match(rest, '^ (%d+)$')
+  elseif fields == 2 then
+    f1, f2 = string.match(rest, '^ (%d+) (%d+)$')
+  else
+    f1, f2, f3 = string.match(rest, '^ (%d+) (%d+) (%d+)$')
+  end
+  n1, n2, n3 = decimal(f1), decimal(f2), decimal(f3)
+  local horizon = now + recovery
+  local valid = n1 and (fields < 2 or n2) and (fields < 3 or n3)
+  if valid then
+    if algorithm == 'token-bucket' then
+      valid = n1 <= burst * windowMs and n2 <= horizon
+    elseif algorithm == 'fixed-window' then
+      valid = math.fmod(n1, windowMs) == 0 and n1 <= horizon and n2 <= limit
+    elseif algorithm == 'sliding-window-counter' then
+      valid = math.fmod(n1, windowMs) == 0 and n1 <= horizon and n2 <= limit and n3 <= limit
+    else
+      valid = n1 <= horizon * scale + tau
     end
   end
-  if count ~= fields then
-    return { 2 }
-  end
-  fresh = false
+  worst = not valid
 end
 
 local t = now
@@ -121,6 +193,8 @@ if algorithm == 'token-bucket' then
   -- limit units a tick (interval 1), a cost c takes c * windowMs units.
   if fresh then
     n1, n2 = burst * windowMs, t
+  elseif worst then
+    n1, n2 = 0, t
   end
   local capacity = burst * windowMs
   local units = c * windowMs
@@ -152,6 +226,8 @@ elseif algorithm == 'fixed-window' then
   -- fixed-window.ts: windows aligned to multiples of windowMs; roll forward only.
   if fresh then
     n1, n2 = math.floor(t / windowMs) * windowMs, 0
+  elseif worst then
+    n1, n2 = math.floor(t / windowMs) * windowMs, limit
   end
   local current = math.floor(t / windowMs) * windowMs
   if current > n1 then n1, n2 = current, 0 end
@@ -170,6 +246,8 @@ elseif algorithm == 'sliding-window-counter' then
   local W = windowMs
   if fresh then
     n1, n2, n3 = math.floor(t / W) * W, 0, 0
+  elseif worst then
+    n1, n2, n3 = math.floor(t / W) * W, 0, limit
   end
   -- roll(): forward only; one window on, current becomes previous; further on, both are gone.
   local start = math.floor(t / W) * W
@@ -207,18 +285,12 @@ elseif algorithm == 'sliding-window-counter' then
   retryAfterMs, resetAt, recoversAt = retry, math.max(t, recovers), recovers
 
 else
-  -- gcra.ts: one theoretical arrival time, in units of 1/s ms, s = limit / gcd(limit, windowMs).
-  local g = limit
-  local b = windowMs
-  while b ~= 0 do
-    g, b = b, math.fmod(g, b)
-  end
-  local scale = limit / g
-  local interval = windowMs / g
+  -- gcra.ts: one theoretical arrival time, in units of 1/s ms (scale, interval, tau: above).
   if fresh then
     n1 = t * scale
+  elseif worst then
+    n1 = t * scale + tau
   end
-  local tau = burst * interval
   local ts = t * scale
   local tat0 = math.max(n1, ts)
   local newTat = tat0 + c * interval
@@ -243,15 +315,17 @@ elseif fields == 2 then
 else
   value = string.format('%s %.0f %.0f %.0f', fingerprint, n1, n2, n3)
 end
+-- Expires when fully recovered (the state then equals a fresh one); at least 1 ms.
 -- A denial often leaves the state as it was: then there is nothing to write (nor to replicate),
--- and the TTL already ends at the same recoversAt.
+-- and a TTL this script set already ends at the same recoversAt; only a key without one gets it.
 if value ~= stored then
   if testNow then
     redis.call('SET', key, value)
   else
-    -- Expires when fully recovered (the state then equals a fresh one); at least 1 ms.
     redis.call('SET', key, value, 'PX', string.format('%.0f', math.max(1, recoversAt - now)))
   end
+elseif not testNow and redis.call('PTTL', key) == -1 then
+  redis.call('PEXPIRE', key, string.format('%.0f', math.max(1, recoversAt - now)))
 end
 
 if allowed then

@@ -9,6 +9,7 @@ import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
 import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
+import { readStored } from './stored-state.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
 // What the backend needs of a Redis client, typed structurally (no client package is loaded at
@@ -29,7 +30,11 @@ export interface RedisBackendOptions {
   client: RedisBackendClient
   /** Start of every key; without `{` or `}` (the hash tag comes after it). Default `'admission:'`. */
   prefix?: string
-  /** A decision Redis has not answered within this many ms rejects with `RATES_UNAVAILABLE`. Default 50. */
+  /**
+   * A decision Redis has not answered within this many ms rejects with `RATES_UNAVAILABLE`.
+   * Default 50. The script is told the server time at which that happens and consumes nothing
+   * from then on (see `RedisBackend.args()`).
+   */
   timeoutMs?: number
   /**
    * The local deny cache: an identity that Redis denied is denied locally, with no round trip,
@@ -67,9 +72,11 @@ return 1`
  * contain braces (their segments are URI-encoded). An identity containing `}` ends the tag early:
  * that key still hashes to one fixed slot, from the part before the brace.
  *
- * Failures are never a silent allow: a timeout, a connection or server error, or a reply the
- * backend does not understand rejects with `RatesUnavailableError`; a key written under another
- * policy rejects with `RatesPolicyConflictError` and is left as it is.
+ * Failures are never a silent allow: a timeout, a connection or server error, a call the script
+ * refused as past its deadline (it consumed nothing), or a reply the backend does not understand
+ * rejects with `RatesUnavailableError`; a key written under another policy rejects with
+ * `RatesPolicyConflictError` and is left as it is. A stored state of this policy that fails the
+ * script's validation is decided as the worst legitimate state (`stored-state.ts`).
  */
 export class RedisBackend implements RatesBackend {
   readonly kind = 'redis'
@@ -85,6 +92,9 @@ export class RedisBackend implements RatesBackend {
   private testing: RedisBackendTesting | undefined
   private readonly call: ScriptCall
   private stopped = false
+  /** The server's now in the latest reply that carried one, and the local time it came at. */
+  private observedServerNow: number | undefined
+  private observedLocal = 0
 
   constructor (options: RedisBackendOptions) {
     const input = exactObject(RatesInvalidArgumentError.complain, 'options', options, REDIS_OPTIONS)
@@ -106,9 +116,30 @@ export class RedisBackend implements RatesBackend {
     return this.testing === undefined ? performance.now() : this.testing.now()
   }
 
-  /** The script's arguments after the key: the fingerprint, the cost, and in tests the time. */
+  /**
+   * The script's arguments after the key: the fingerprint, the cost, in tests the time (else ''
+   * when a deadline follows), and the deadline once a server time has been observed.
+   *
+   * The deadline is the server time at which this call's timeout fires, estimated from the latest
+   * reply: the server read its clock before that reply came, so at local time `sent` its clock
+   * reads at least `observedServerNow + (sent - observedLocal)`, and `timeoutMs` later at least
+   * the deadline. A script that runs after the caller gave up (Redis paused, a long queue) then
+   * sees its time at or past the deadline and consumes nothing; one that runs within the
+   * observation's round trip before the timeout may be refused too ("too late", which the reply
+   * also refreshes the observation with). Before any reply there is no deadline. Clock steps and
+   * drift between the hosts since the observation shift it: the next reply corrects it.
+   */
   args (fingerprint: string, cost: number, sent: number): string[] {
-    return this.testing === undefined ? [fingerprint, String(cost)] : [fingerprint, String(cost), String(sent)]
+    const time = this.testing === undefined ? '' : String(sent)
+    const observed = this.observedServerNow
+    if (observed === undefined) return time === '' ? [fingerprint, String(cost)] : [fingerprint, String(cost), time]
+    return [fingerprint, String(cost), time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs))]
+  }
+
+  /** Keeps the server's now from a reply that came at local time `received`. */
+  observe (serverNow: number, received: number): void {
+    this.observedServerNow = serverNow
+    this.observedLocal = received
   }
 
   limiter (address: string, policy: Readonly<Policy>): RedisBackendLimiter {
@@ -215,6 +246,7 @@ export class RedisBackendLimiter implements BackendLimiter {
     const received = backend.now()
     if (isDecision(reply, this.kernel.fields)) {
       const [, allowed, remaining, retryAfterMs, resetAt, serverNow] = reply
+      backend.observe(serverNow, received)
       if (allowed === 1) {
         cache?.forget(identity)
         return allowedDecision(remaining, resetAt)
@@ -223,6 +255,10 @@ export class RedisBackendLimiter implements BackendLimiter {
       return deniedDecision(remaining, retryAfterMs, resetAt)
     }
     if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
+    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 3 && Number.isSafeInteger(reply[1])) {
+      backend.observe(reply[1] as number, received)
+      throw new RatesUnavailableError(`too late: Redis ran the decision for ${JSON.stringify(this.keyOf(identity))} after its deadline (the ${backend.timeoutMs} ms timeout); it consumed nothing`)
+    }
     throw new RatesUnavailableError(`unexpected reply from the script for ${JSON.stringify(this.keyOf(identity))}: ${JSON.stringify(reply)}`)
   }
 
@@ -233,12 +269,10 @@ export class RedisBackendLimiter implements BackendLimiter {
     const stored = await this.backend.runOnce(READ_LUA, key, [])
     if (stored === null) return undefined
     if (typeof stored === 'string') {
-      const [fingerprint, ...numbers] = stored.split(' ')
-      if (fingerprint !== this.fingerprint) this.conflict(fingerprint!, key)
-      const values = numbers.map(Number)
-      if (values.length === this.kernel.fields && values.every((n) => Number.isSafeInteger(n))) {
-        return this.kernel.read(Float64Array.from(values), 0)
-      }
+      // As the script reads it, except for the time bounds (no server time here).
+      const read = readStored(stored, this.policy, this.fingerprint, Infinity)
+      if (read.kind === 'conflict') this.conflict(read.fingerprint, key)
+      if (read.valid) return read.state
     }
     throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
   }
@@ -265,7 +299,8 @@ export class RedisBackendLimiter implements BackendLimiter {
 
 /**
  * A test seam, not part of the package's exports: `now()` replaces both clocks. It is sent to the
- * script as its test time (instead of the server's `TIME`) and is the local clock of the deny cache.
+ * script as its test time (instead of the server's `TIME`) and is the local clock of the deny cache
+ * and of the deadline.
  */
 export interface RedisBackendTesting {
   now: () => number

@@ -1,0 +1,123 @@
+import { ceilDiv } from '../../core/rates/arithmetic.js'
+import { kernelOf, type Policy } from '../../core/rates/index.js'
+import { capacityOf } from '../../rates/policy.js'
+
+/**
+ * A stored value as the decision script reads it, in TypeScript: the twin of the script's
+ * validation (`decide-script.ts`, "Validation"), line for line, so that a differential test can
+ * hold the Lua to it for any string a key may hold. Pure functions; the backend's `state()` reads
+ * with it too.
+ *
+ * The rule: a stored value `<fingerprint> <n1> [<n2> [<n3>]]` with the caller's fingerprint is
+ * trusted only if its fields are canonical decimal integers (at most 16 digits), as many as the
+ * algorithm's kernel has, each in range for the policy at the server's time `now`; R being the
+ * policy's worst recovery time (`recoveryMs()`), a time field may lie up to R in the future (a
+ * server clock that stepped back by up to R). Any other value is decided as the worst state a
+ * client can legitimately be in at `now` (`worstState()`): never a silent reset, and a lock of at
+ * most R.
+ */
+
+/** What the script reads from a stored value. */
+export type StoredRead =
+  /** Another fingerprint (or none): a conflict, the value left as it is. */
+  | { readonly kind: 'conflict', readonly fingerprint: string }
+  /** The caller's fingerprint: the state decided on, and whether the stored one was trusted. */
+  | { readonly kind: 'state', readonly state: unknown, readonly valid: boolean }
+
+// The script's %S: anything but C's isspace() characters.
+const FINGERPRINT = /^[^ \t\n\v\f\r]*/
+// The script's '^ (%d+) (%d+)$' patterns and its decimal() check, per field count.
+const FIELD = '(0|[1-9][0-9]{0,15})'
+const FIELDS = [1, 2, 3].map((n) => new RegExp(`^${` ${FIELD}`.repeat(n)}$`))
+
+function gcd (a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b]
+  return a
+}
+
+/** gcra's constants, as the script computes them: scale s, interval T, tau = burst * T. */
+function gcraConstants (policy: Policy): { scale: number, interval: number, tau: number } {
+  const g = gcd(policy.limit, policy.windowMs)
+  const interval = policy.windowMs / g
+  return { scale: policy.limit / g, interval, tau: capacityOf(policy) * interval }
+}
+
+/**
+ * The policy's worst recovery time R in ms: how long the worst state (`worstState()`) takes to
+ * recover fully. token-bucket and gcra ceil(burst * windowMs / limit), fixed-window windowMs,
+ * sliding-window-counter 2 * windowMs. It is also the allowance for a time field in the future.
+ */
+export function recoveryMs (policy: Policy): number {
+  switch (policy.algorithm) {
+    case 'token-bucket': return ceilDiv(capacityOf(policy) * policy.windowMs, policy.limit)
+    case 'fixed-window': return policy.windowMs
+    case 'sliding-window-counter': return 2 * policy.windowMs
+    case 'gcra': {
+      const { scale, tau } = gcraConstants(policy)
+      return ceilDiv(tau, scale)
+    }
+  }
+}
+
+/** Whether the kernel's state fields (in the order of its `write()`) are in range at `now`. */
+export function validFields (policy: Policy, row: ArrayLike<number>, now: number): boolean {
+  const { limit, windowMs } = policy
+  const horizon = now + recoveryMs(policy)
+  const n1 = row[0] as number
+  const n2 = row[1] as number
+  switch (policy.algorithm) {
+    case 'token-bucket': return n1 <= capacityOf(policy) * windowMs && n2 <= horizon
+    case 'fixed-window': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit
+    case 'sliding-window-counter': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit && (row[2] as number) <= limit
+    case 'gcra': {
+      const { scale, tau } = gcraConstants(policy)
+      return n1 <= horizon * scale + tau
+    }
+  }
+}
+
+/**
+ * The worst state a client can legitimately be in at `now`: token-bucket empty at now,
+ * fixed-window full in now's window, sliding-window-counter's current window full, gcra the whole
+ * burst taken at now. Each denies every cost and recovers within `recoveryMs()`.
+ */
+export function worstState (policy: Policy, now: number): unknown {
+  const { limit, windowMs } = policy
+  const start = Math.floor(now / windowMs) * windowMs
+  switch (policy.algorithm) {
+    case 'token-bucket': return { tokens: 0, last: now }
+    case 'fixed-window': return { start, count: limit }
+    case 'sliding-window-counter': return { start, previous: 0, current: limit }
+    case 'gcra': {
+      const { scale, tau } = gcraConstants(policy)
+      return { tat: now * scale + tau }
+    }
+  }
+}
+
+/**
+ * A state the kernel produced (so: non-negative safe integers), as the script decides on it at
+ * `now` once stored: itself if in range, else the worst state.
+ */
+export function checkedState (policy: Policy, state: unknown, now: number): unknown {
+  const kernel = kernelOf(policy.algorithm)
+  const row = new Float64Array(kernel.fields)
+  kernel.write(state, row, 0)
+  return validFields(policy, row, now) ? state : worstState(policy, now)
+}
+
+/**
+ * A stored value (a string `GET` returned) as the script reads it under `policy`, whose
+ * fingerprint is `fingerprint`, at server time `now` (`Infinity`: the time bounds are not checked).
+ */
+export function readStored (value: string, policy: Policy, fingerprint: string, now: number): StoredRead {
+  const stored = (FINGERPRINT.exec(value) as RegExpExecArray)[0]
+  if (stored !== fingerprint) return { kind: 'conflict', fingerprint: stored }
+  const kernel = kernelOf(policy.algorithm)
+  const match = (FIELDS[kernel.fields - 1] as RegExp).exec(value.slice(stored.length))
+  if (match !== null) {
+    const row = Float64Array.from(match.slice(1), Number)
+    if (validFields(policy, row, now)) return { kind: 'state', state: kernel.read(row, 0), valid: true }
+  }
+  return { kind: 'state', state: worstState(policy, now), valid: false }
+}
