@@ -7,6 +7,7 @@
 //   BENCH_COST_REQUESTS=24000       requests per variant; BENCH_COST_MARK=1000 (N); BENCH_COST_WINDOWS=10 (K)
 //   BENCH_COST_CONNECTIONS=10  BENCH_COST_CLIENTS=1000  BENCH_COST_JOBS=2 (variants at once)
 //   BENCH_COST_TWIN=1               run bare a second time, last (the method's own error); 0: not
+//   BENCH_COST_SEED=n               also --hash-seed=n --random-seed=n (V8's seeds fixed; off by default)
 //   BENCH_COST_OUT=name  BENCH_COST_KEEP=1 (keep the callgrind files)  BENCH_COST_TIMEOUT=900 (s per variant)
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -45,6 +46,8 @@ interface Config {
   twin: boolean
   keep: boolean
   timeoutMs: number
+  /** V8's hash and random seeds, fixed (0: V8's own, random per process). */
+  seed: number
   out: string
 }
 
@@ -66,6 +69,7 @@ function readConfig (): Config {
     twin: num('BENCH_COST_TWIN', 1, 0) !== 0,
     keep: num('BENCH_COST_KEEP', 0, 0) !== 0,
     timeoutMs: num('BENCH_COST_TIMEOUT', 900) * 1000,
+    seed: num('BENCH_COST_SEED', 0, 0),
     out: /^[\w.-]+$/.test(process.env.BENCH_COST_OUT ?? '') ? process.env.BENCH_COST_OUT! : 'latest'
   }
   if (config.requests % config.markEvery !== 0) throw new Error(`BENCH_COST_REQUESTS (${config.requests}) must be a multiple of BENCH_COST_MARK (${config.markEvery})`)
@@ -141,7 +145,7 @@ function runJob (job: Job, worker: string, config: Config): Promise<Measured> {
   const outFile = join(dir, 'callgrind.out')
   const logFile = join(dir, 'valgrind.log')
   const spec: Omit<LoadSpec, 'port'> = { connections: config.connections, clients: config.clients, requests: config.requests, markEvery: config.markEvery }
-  const args = [...CALLGRIND, `--callgrind-out-file=${outFile}`, `--log-file=${logFile}`, process.execPath, ...NODE_FLAGS, worker, job.variant.name, JSON.stringify(spec)]
+  const args = [...CALLGRIND, `--callgrind-out-file=${outFile}`, `--log-file=${logFile}`, process.execPath, ...NODE_FLAGS, ...(config.seed === 0 ? [] : [`--hash-seed=${config.seed}`, `--random-seed=${config.seed}`]), worker, job.variant.name, JSON.stringify(spec)]
   const t0 = performance.now()
   return new Promise<Measured>((resolvePromise, reject) => {
     const child = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'pipe'] })
