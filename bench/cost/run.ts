@@ -7,6 +7,7 @@
 //   BENCH_COST_REQUESTS=24000       requests per variant; BENCH_COST_MARK=1000 (N); BENCH_COST_WINDOWS=10 (K)
 //   BENCH_COST_CONNECTIONS=10  BENCH_COST_CLIENTS=1000  BENCH_COST_JOBS=2 (variants at once)
 //   BENCH_COST_TWIN=1               run bare a second time, last (the method's own error); 0: not
+//   BENCH_COST_SEED=n               also --hash-seed=n --random-seed=n (V8's seeds fixed; off by default)
 //   BENCH_COST_OUT=name  BENCH_COST_KEEP=1 (keep the callgrind files)  BENCH_COST_TIMEOUT=900 (s per variant)
 import { execFileSync, spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
@@ -45,6 +46,8 @@ interface Config {
   twin: boolean
   keep: boolean
   timeoutMs: number
+  /** V8's hash and random seeds, fixed (0: V8's own, random per process). */
+  seed: number
   out: string
 }
 
@@ -66,6 +69,7 @@ function readConfig (): Config {
     twin: num('BENCH_COST_TWIN', 1, 0) !== 0,
     keep: num('BENCH_COST_KEEP', 0, 0) !== 0,
     timeoutMs: num('BENCH_COST_TIMEOUT', 900) * 1000,
+    seed: num('BENCH_COST_SEED', 0, 0),
     out: /^[\w.-]+$/.test(process.env.BENCH_COST_OUT ?? '') ? process.env.BENCH_COST_OUT! : 'latest'
   }
   if (config.requests % config.markEvery !== 0) throw new Error(`BENCH_COST_REQUESTS (${config.requests}) must be a multiple of BENCH_COST_MARK (${config.markEvery})`)
@@ -120,6 +124,8 @@ interface Measured {
   windowIr: number[]
   /** (max − min) / mean of `windowIr`. */
   windowSpread: number
+  /** Standard error of `irPerRequest` from the K windows (their standard deviation / √K). */
+  standardError: number
   /** Ir of every window (all dumps between marks), per request. */
   allWindowsIr: number[]
   startupIr: number
@@ -128,12 +134,18 @@ interface Measured {
   loadSeconds: number
 }
 
+function standardError (xs: number[]): number {
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length
+  const variance = xs.reduce((a, x) => a + (x - mean) ** 2, 0) / (xs.length - 1)
+  return Math.sqrt(variance / xs.length)
+}
+
 function runJob (job: Job, worker: string, config: Config): Promise<Measured> {
   const dir = mkdtempSync(join(tmpdir(), `bench-cost-${job.label.replace(/\W/g, '_')}-`))
   const outFile = join(dir, 'callgrind.out')
   const logFile = join(dir, 'valgrind.log')
   const spec: Omit<LoadSpec, 'port'> = { connections: config.connections, clients: config.clients, requests: config.requests, markEvery: config.markEvery }
-  const args = [...CALLGRIND, `--callgrind-out-file=${outFile}`, `--log-file=${logFile}`, process.execPath, ...NODE_FLAGS, worker, job.variant.name, JSON.stringify(spec)]
+  const args = [...CALLGRIND, `--callgrind-out-file=${outFile}`, `--log-file=${logFile}`, process.execPath, ...NODE_FLAGS, ...(config.seed === 0 ? [] : [`--hash-seed=${config.seed}`, `--random-seed=${config.seed}`]), worker, job.variant.name, JSON.stringify(spec)]
   const t0 = performance.now()
   return new Promise<Measured>((resolvePromise, reject) => {
     const child = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'pipe'] })
@@ -174,6 +186,7 @@ function runJob (job: Job, worker: string, config: Config): Promise<Measured> {
           irPerRequest,
           windowIr,
           windowSpread: (Math.max(...windowIr) - Math.min(...windowIr)) / irPerRequest,
+          standardError: standardError(windowIr),
           allWindowsIr: windows.map((ir) => ir / config.markEvery),
           startupIr: totals[0]!,
           statuses,
@@ -216,12 +229,13 @@ const fixed = (n: number, digits = 2): string => Number.isFinite(n) ? n.toFixed(
 
 function costTable (rows: Measured[], ir: (label: string) => number | undefined): string {
   const lines = [
-    '| variant | Ir/request | Δ over base | × base | base | windows (max − min) / mean |',
-    '|---|---:|---:|---:|---|---:|'
+    '| variant | Ir/request | ± s.e. | Δ over base | × base | base | windows (max − min) / mean |',
+    '|---|---:|---:|---:|---:|---|---:|'
   ]
   for (const r of rows) {
     const base = r.label === r.base ? undefined : ir(r.base)
-    lines.push(`| ${r.label} — ${r.description} | ${int(r.irPerRequest)} | ${base === undefined ? '—' : signed(r.irPerRequest - base)} | ${base === undefined ? '—' : fixed(r.irPerRequest / base, 3)} | ${r.label === r.base ? '—' : r.base} | ${fixed(r.windowSpread * 100)} % |`)
+    const se = r.standardError ?? standardError(r.windowIr)
+    lines.push(`| ${r.label} — ${r.description} | ${int(r.irPerRequest)} | ${int(se)} (${fixed(se / r.irPerRequest * 100)} %) | ${base === undefined ? '—' : signed(r.irPerRequest - base)} | ${base === undefined ? '—' : fixed(r.irPerRequest / base, 3)} | ${r.label === r.base ? '—' : r.base} | ${fixed(r.windowSpread * 100)} % |`)
   }
   return lines.join('\n')
 }
@@ -272,18 +286,28 @@ function git (args: string[]): string {
   try { return execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim() } catch { return 'unknown' }
 }
 
-const config = readConfig()
-const valgrind = valgrindVersion()
-const worker = await bundleWorker()
+interface Saved { command: string, commit: string, valgrind: string, node: string, config: Config, minutes: number, results: Measured[] }
+
+// BENCH_COST_FROM=bench/results-cost-latest.json: print that run's tables again, run nothing.
+const from = process.env.BENCH_COST_FROM
+const saved = from === undefined || from === '' ? undefined : JSON.parse(readFileSync(from, 'utf8')) as Saved
+const config = saved?.config ?? readConfig()
+const valgrind = saved?.valgrind ?? valgrindVersion()
 const jobs: Job[] = config.variants.map((name) => ({ label: name, variant: costVariant(name) }))
 if (config.twin) jobs.push({ label: 'bare#2', variant: costVariant('bare') })
 const started = Date.now()
-log(`${valgrind}, node ${process.version}; ${jobs.length} runs, ${config.jobs} at once; ${config.requests} requests each, Ir/request over the last ${config.windows} × ${config.markEvery}`)
-const rows = await runAll(jobs, worker, config)
-const minutes = (Date.now() - started) / 60_000
+let rows: Measured[]
+if (saved === undefined) {
+  const worker = await bundleWorker()
+  log(`${valgrind}, node ${process.version}; ${jobs.length} runs, ${config.jobs} at once; ${config.requests} requests each, Ir/request over the last ${config.windows} × ${config.markEvery}`)
+  rows = await runAll(jobs, worker, config)
+} else {
+  rows = saved.results
+}
+const minutes = saved?.minutes ?? (Date.now() - started) / 60_000
 const byLabel = new Map(rows.map((r) => [r.label, r.irPerRequest]))
 const ir = (label: string): number | undefined => byLabel.get(label)
-const command = `${Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_COST_')).map(([k, v]) => `${k}=${v ?? ''} `).join('')}npm run bench:cost`
+const command = saved?.command ?? `${Object.entries(process.env).filter(([k]) => k.startsWith('BENCH_COST_')).map(([k, v]) => `${k}=${v ?? ''} `).join('')}npm run bench:cost`
 
 const rs = ratios(ir)
 process.stdout.write([
@@ -293,10 +317,11 @@ process.stdout.write([
   '',
   ratioTable(rs),
   '',
-  `\`${command}\`: ${valgrind}, node ${process.version}, fastify ${version('fastify')}, @fastify/rate-limit ${version('@fastify/rate-limit')}, @fastify/under-pressure ${version('@fastify/under-pressure')}; commit ${git(['rev-parse', '--short', 'HEAD'])}${git(['status', '--porcelain', '--', 'lib', 'bench']) === '' ? '' : ' (uncommitted changes)'}; ${fixed(minutes, 1)} min, ${config.jobs} at once`,
+  `\`${command}\`: ${valgrind}, node ${saved?.node ?? process.version}, fastify ${version('fastify')}, @fastify/rate-limit ${version('@fastify/rate-limit')}, @fastify/under-pressure ${version('@fastify/under-pressure')}; commit ${saved === undefined ? git(['rev-parse', '--short', 'HEAD']) + (git(['status', '--porcelain', '--', 'lib', 'bench']) === '' ? '' : ' (uncommitted changes)') : saved.commit.slice(0, 7)}; ${fixed(minutes, 1)} min, ${config.jobs} at once`,
   ''
 ].join('\n'))
 
+if (saved !== undefined) process.exit(0)
 const file = join(root, `bench/results-cost-${config.out}.json`)
 writeFileSync(file, JSON.stringify({
   date: new Date().toISOString(),
