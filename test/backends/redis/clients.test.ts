@@ -178,7 +178,12 @@ t.test('node-redis shape (a fake): evalSha(sha, { keys, arguments }), EVAL once 
   }
   t.match(await limiter.consume('sa', 2), { allowed: true, remaining: 1 })
   t.same(calls.map(([method, script]) => [method, script === DECIDE_LUA ? 'DECIDE_LUA' : script]), [['evalSha', DECIDE_SHA], ['eval', 'DECIDE_LUA']], 'NOSCRIPT → one EVAL of the source')
-  t.same(calls[1]?.[2], { keys: ['p:{app#a:sa}'], arguments: ['token-bucket:3:3600000:3', '2'] })
+  const sent = calls[1]?.[2] as { keys: string[], arguments: string[] }
+  t.same(sent.keys, ['p:{app#a:sa}'])
+  // The first reply told the server's time (4000): this decision carries a deadline after it.
+  t.same(sent.arguments.slice(0, 3), ['token-bucket:3:3600000:3', '2', ''])
+  t.ok(Number(sent.arguments[3]) >= 4000 + 50, `a deadline at least timeoutMs after the server time seen: ${sent.arguments[3]}`)
+  t.same(calls[0]?.[2], sent, 'the EVAL carries the same keys and arguments as the EVALSHA it replaces')
 
   calls.length = 0
   answer = async () => { throw new Error('ERR something else') }

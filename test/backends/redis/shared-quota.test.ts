@@ -85,7 +85,7 @@ function startChild (prefix: string, routes: Record<string, Policy>): Promise<Ch
     child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))
   })
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`child ${child.pid} did not listen within 20 s: ${output}`)), 20_000)
+    const timer = setTimeout(() => reject(new Error(`child ${child.pid} did not listen within 90 s (a wait, not a measure: a busy machine starts processes slowly): ${output}`)), 90_000)
     child.once('error', reject)
     child.on('message', (message: ToParent) => {
       if (message.type !== 'listening') return
