@@ -22,7 +22,7 @@ const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;'
 const n = (x: number): string => x.toFixed(1)
 
 export function chart (input: ChartInput): string {
-  const W = 1000
+  const W = 1030
   const panelW = 400
   const panelH = 220
   const left = 70
@@ -68,14 +68,19 @@ export function chart (input: ChartInput): string {
       if (col === 0) out.push(`<line x1="0" y1="${n(p.y(1))}" x2="${panelW}" y2="${n(p.y(1))}" stroke="#999" stroke-dasharray="4 3"/>`)
       else out.push(`<line x1="0" y1="${n(p.y(input.deadlineMs))}" x2="${panelW}" y2="${n(p.y(input.deadlineMs))}" stroke="#999" stroke-dasharray="4 3"/><text x="${panelW - 4}" y="${n(p.y(input.deadlineMs) - 4)}" text-anchor="end" fill="#777">deadline</text>`)
       for (const load of loads) out.push(`<text x="${n(lx(load))}" y="${panelH + 16}" text-anchor="middle">${load} C</text>`)
-      out.push(`<text x="${panelW / 2}" y="${panelH + 34}" text-anchor="middle" fill="#555">offered load (log scale)</text>`)
+      out.push(`<text x="${panelW / 2}" y="${panelH + 34}" text-anchor="middle" fill="#555">offered load (log scale)${col === 1 ? '; hollow: no 200 within the deadline' : ''}</text>`)
       input.variants.forEach((v, i) => {
         const color = COLORS[i % COLORS.length]
         const pts: string[] = []
         for (const load of loads) {
-          const s = spread(rs.filter((r) => r.variant === v && r.load === load).map(p.pick))
-          if (Number.isNaN(s.median)) continue
+          const cell = rs.filter((r) => r.variant === v && r.load === load)
+          const s = spread(cell.map(p.pick))
           const x = lx(load)
+          if (Number.isNaN(s.median)) {
+            // No 200 within the deadline at all: a hollow marker on the deadline line.
+            if (col === 1 && cell.length > 0) out.push(`<circle cx="${n(x)}" cy="${n(p.y(input.deadlineMs))}" r="4" fill="white" stroke="${color}" stroke-width="2"/>`)
+            continue
+          }
           pts.push(`${n(x)},${n(p.y(s.median))}`)
           if (s.max > s.min) out.push(`<line x1="${n(x)}" y1="${n(p.y(s.min))}" x2="${n(x)}" y2="${n(p.y(s.max))}" stroke="${color}" stroke-opacity="0.5"/>`)
           out.push(`<circle cx="${n(x)}" cy="${n(p.y(s.median))}" r="3" fill="${color}"/>`)

@@ -203,7 +203,7 @@ async function main (): Promise<void> {
     print(stepTable(steps))
   }
   print()
-  print('Cells: median of the repeats, (min–max) when they differ. "client queued": requests that waited > 1 ms for a free connection in the client pool; "gen lag": issue time − scheduled time; "wasted work": handlers that finished after their client had gone; "other CPU": cores taken by processes other than this cell\'s server and generator.')
+  print('Cells: median of the repeats, (min–max) when they differ. "↳ never sent": timeouts that expired in the client\'s queue before getting a connection; "client queued": requests that waited > 1 ms for a free connection in the client pool; "gen lag": issue time − scheduled time; "wasted work": handlers that finished after their client had gone; "other CPU": cores taken by processes other than this cell\'s server and generator.')
 
   const out = `bench/results-overload-${config.out}.json`
   writeFileSync(new URL(out, `file://${root}`), JSON.stringify({
