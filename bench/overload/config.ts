@@ -26,9 +26,11 @@ export interface OverloadConfig {
   capacityMs: number
   /** OVERLOAD_GOOD ["cpu:N,downstream:M"]: skip the sweep and use these. */
   good: Partial<Record<ModelName, number>>
-  /** OVERLOAD_SWEEP ["cpu:1,2,4,8;downstream:8,16,32,64"], OVERLOAD_SWEEP_LOAD [4]: the maxInFlight sweep, at that multiple of C. */
+  /** OVERLOAD_SWEEP ["cpu:1,2,4,8;downstream:8,16,32,64"], OVERLOAD_SWEEP_LOAD [2]: the maxInFlight sweep, at that multiple of C.
+   * OVERLOAD_SWEEP_FALLBACK ["cpu:2;downstream:32"]: used when no candidate reaches 0.05 C of goodput (an inconclusive sweep). */
   sweep: Record<ModelName, number[]>
   sweepLoad: number
+  sweepFallback: Record<ModelName, number>
   /** OVERLOAD_STEP [1]: run the step; OVERLOAD_STEP_LOAD [0.8] (of C, downstream model), OVERLOAD_STEP_FACTOR [4],
    * OVERLOAD_STEP_BEFORE_MS [5000], OVERLOAD_STEP_SLOW_MS [10000], OVERLOAD_STEP_AFTER_MS [10000]. */
   step: boolean
@@ -86,7 +88,8 @@ export function readConfig (): OverloadConfig {
     capacityMs: Math.max(500, num('OVERLOAD_CAPACITY_MS', 3000)),
     good,
     sweep,
-    sweepLoad: num('OVERLOAD_SWEEP_LOAD', 4),
+    sweepLoad: num('OVERLOAD_SWEEP_LOAD', 2),
+    sweepFallback: Object.fromEntries(Object.entries({ cpu: [2], downstream: [32], ...perModel('OVERLOAD_SWEEP_FALLBACK', '') }).map(([m, v]) => [m, v[0]!])) as Record<ModelName, number>,
     step: num('OVERLOAD_STEP', 1) !== 0,
     stepLoad: num('OVERLOAD_STEP_LOAD', 0.8),
     stepFactor: num('OVERLOAD_STEP_FACTOR', 4),

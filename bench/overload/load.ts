@@ -141,9 +141,11 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       const now = performance.now()
       if (!startedSent && now >= windowStart) { startedSent = true; process.send?.({ started: performance.timeOrigin + windowStart }) }
       if (spec.mode === 'open') {
-        const due = Math.min(cap, Math.floor((now - t0) * spec.rate / 1000) + 1)
-        while (issued < due) { sched[issued] = t0 + issued * 1000 / spec.rate; issue(issued++, performance.now()) }
-        if (issued >= cap || now >= windowEnd) stopped = true
+        if (!stopped) {
+          const due = Math.min(cap, Math.floor((now - t0) * spec.rate / 1000) + 1)
+          while (issued < due) { sched[issued] = t0 + issued * 1000 / spec.rate; issue(issued++, performance.now()) }
+          if (issued >= cap || now >= windowEnd) stopped = true
+        }
       } else if (now >= windowEnd) {
         stopped = true
       }

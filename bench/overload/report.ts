@@ -24,6 +24,8 @@ export interface CellRecord {
   errorShare: number
   lagP99: number
   queuedShare: number
+  /** p99 of the wait for a free connection in the client (ms). */
+  queueWaitP99: number
   connections: number
   wastedShare: number
   maxQueued: number
@@ -42,17 +44,20 @@ function cellText (s: Spread, f: (x: number) => string, repeats: number): string
   return `${f(s.median)} (${f(s.min)}–${f(s.max)})`
 }
 
+/** The generator did not keep the schedule: under 95 % of the rate, or p99 lag over 100 ms. */
+export const behind = (r: CellRecord): boolean => r.achievedRate < 0.95 * r.rate || r.lagP99 > 100
+
 export function matrixTable (records: readonly CellRecord[], model: ModelName, variants: readonly string[], loads: readonly number[], repeats: number): string {
   const lines = [
-    '| variant | offered | sent/s | goodput / C | p50 200 (ms) | p99 200 (ms) | 503 | p99 503 (ms) | timeouts | ↳ never sent | client queued | gen lag p99 (ms) | wasted work | other CPU (cores) |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+    '| variant | offered | sent/s | goodput / C | p50 200 (ms) | p99 200 (ms) | 503 | p99 503 (ms) | timeouts | ↳ never sent | client queued | p99 client wait (ms) | gen lag p99 (ms) | wasted work | other CPU (cores) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
   ]
   for (const variant of variants) {
     for (const load of loads) {
       const rs = records.filter((r) => r.model === model && r.variant === variant && r.load === load)
       if (rs.length === 0) continue
       const col = (pick: (r: CellRecord) => number, f: (x: number) => string): string => cellText(spread(rs.map(pick)), f, repeats)
-      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms)} | ${col((r) => r.okP99, ms)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.lagP99, ms)} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
+      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))}${rs.some(behind) ? ' ⚠' : ''} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms)} | ${col((r) => r.okP99, ms)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.queueWaitP99, ms)} | ${col((r) => r.lagP99, ms)} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
     }
   }
   return lines.join('\n')

@@ -53,6 +53,7 @@ function record (run: CellRun, meta: { repeat: number, model: ModelName, variant
     errorShare: share(r.errors + r.otherStatus),
     lagP99: r.lagP99,
     queuedShare: r.queuedShare,
+    queueWaitP99: r.queueWaitP99,
     connections: r.connections,
     wastedShare: run.server.handled === 0 ? 0 : run.server.wasted / run.server.handled,
     maxQueued: run.server.maxQueued,
@@ -111,12 +112,19 @@ async function main (): Promise<void> {
       log(`sweep ${model} maxInFlight ${m}: goodput ${rec.goodput.toFixed(2)} C, p99 ${rec.okP99.toFixed(1)} ms`)
     }
     const rs = sweepRecords.filter((r) => r.model === model)
-    const best = Math.max(...rs.map((r) => (Number.isNaN(r.goodput) ? 0 : r.goodput)))
-    const pick = rs.filter((r) => r.goodput >= best * 0.98).sort((a, b) => (a.okP99 || Infinity) - (b.okP99 || Infinity))[0]
-    good[model] = pick?.maxInFlight ?? candidates[0]!
-    goodFrom[model] = `sweep at ${config.sweepLoad} C`
+    const best = Math.max(0, ...rs.map((r) => (Number.isNaN(r.goodput) ? 0 : r.goodput)))
+    const p99 = (r: CellRecord): number => (Number.isNaN(r.okP99) ? Infinity : r.okP99)
+    const pick = rs.filter((r) => r.goodput >= best * 0.98).sort((a, b) => p99(a) - p99(b))[0]
+    if (best < 0.05 || pick === undefined) {
+      good[model] = config.sweepFallback[model]
+      goodFrom[model] = `sweep at ${config.sweepLoad} C inconclusive (best goodput ${best.toFixed(2)} C): fallback OVERLOAD_SWEEP_FALLBACK`
+    } else {
+      good[model] = pick.maxInFlight
+      goodFrom[model] = `sweep at ${config.sweepLoad} C: goodput ${pick.goodput.toFixed(2)} C, p99 ${pick.okP99.toFixed(0)} ms`
+    }
+    log(`sweep ${model}: maxInFlight ${good[model]} (${goodFrom[model]})`)
   }
-  const goodFor = (model: ModelName): number => good[model] ?? config.sweep[model][0]!
+  const goodFor = (model: ModelName): number => good[model] ?? config.sweepFallback[model]
 
   // The matrix, interleaved: each (model, load) cell runs every variant, the order rotated by one each time.
   let rotation = 0
@@ -182,11 +190,13 @@ async function main (): Promise<void> {
   print(`## maxInFlight for \`${SWEPT_VARIANT}\``)
   print()
   for (const model of models) if (good[model] !== undefined) print(`- ${model}: ${good[model]} (${goodFrom[model]})`)
-  if (sweepRecords.length > 0) {
+  for (const model of models) {
+    const rs = sweepRecords.filter((r) => r.model === model)
+    if (rs.length === 0) continue
     print()
-    print(matrixTable(sweepRecords, 'cpu', [...new Set(sweepRecords.filter((r) => r.model === 'cpu').map((r) => r.variant))], [config.sweepLoad], 1))
+    print(`${model}, at ${config.sweepLoad} C:`)
     print()
-    print(matrixTable(sweepRecords, 'downstream', [...new Set(sweepRecords.filter((r) => r.model === 'downstream').map((r) => r.variant))], [config.sweepLoad], 1).split('\n').slice(0).join('\n'))
+    print(matrixTable(rs, model, rs.map((r) => r.variant), [config.sweepLoad], 1))
   }
   for (const model of config.models) {
     print()
@@ -203,7 +213,7 @@ async function main (): Promise<void> {
     print(stepTable(steps))
   }
   print()
-  print('Cells: median of the repeats, (min–max) when they differ. "↳ never sent": timeouts that expired in the client\'s queue before getting a connection; "client queued": requests that waited > 1 ms for a free connection in the client pool; "gen lag": issue time − scheduled time; "wasted work": handlers that finished after their client had gone; "other CPU": cores taken by processes other than this cell\'s server and generator.')
+  print('Cells: median of the repeats, (min–max) when they differ. "↳ never sent": timeouts that expired in the client\'s queue before getting a connection; "client queued": requests that waited > 1 ms for a free connection in the client pool; "gen lag": issue time − scheduled time; ⚠: in some repeat the generator did not keep the schedule (sent under 95 % of the rate, or lag p99 over 100 ms): read that row as the generator\'s limit, not the server\'s; "wasted work": handlers that finished after their client had gone; "other CPU": cores taken by processes other than this cell\'s server and generator.')
 
   const out = `bench/results-overload-${config.out}.json`
   writeFileSync(new URL(out, `file://${root}`), JSON.stringify({
