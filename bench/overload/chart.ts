@@ -15,6 +15,8 @@ export interface ChartInput {
   capacity: Partial<Record<ModelName, number>>
   deadlineMs: number
   note: string
+  /** Legend text per variant, where it differs from the name. */
+  labels?: Record<string, string>
 }
 
 const COLORS = ['#444444', '#1f77b4', '#17becf', '#2ca02c', '#d62728', '#9467bd', '#ff7f0e', '#8c564b']
@@ -27,7 +29,7 @@ export function chart (input: ChartInput): string {
   const panelH = 220
   const left = 70
   const gap = 110
-  const top = 90
+  const top = 100
   const rowH = panelH + 90
   const H = top + rowH * input.models.length + 10
   const loads = [...input.loads].sort((a, b) => a - b)
@@ -42,9 +44,9 @@ export function chart (input: ChartInput): string {
   out.push(`<text x="${left}" y="22" font-size="15" font-weight="bold">fastify-admission overload benchmark: open loop, ${input.deadlineMs} ms client deadline</text>`)
   out.push(`<text x="${left}" y="40" fill="#555">${esc(input.note)}</text>`)
   input.variants.forEach((v, i) => {
-    const x = left + (i % 5) * 180
-    const y = 60 + Math.floor(i / 5) * 16
-    out.push(`<line x1="${x}" y1="${y - 4}" x2="${x + 22}" y2="${y - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"/><text x="${x + 28}" y="${y}">${esc(v)}</text>`)
+    const x = left + (i % 4) * 230
+    const y = 60 + Math.floor(i / 4) * 16
+    out.push(`<line x1="${x}" y1="${y - 4}" x2="${x + 22}" y2="${y - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"/><text x="${x + 28}" y="${y}">${esc(input.labels?.[v] ?? v)}</text>`)
   })
   input.models.forEach((model, row) => {
     const y0 = top + row * rowH + 20

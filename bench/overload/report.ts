@@ -40,7 +40,7 @@ const ms = (x: number): string => (Number.isNaN(x) ? '–' : x >= 100 ? x.toFixe
 const pct = (x: number): string => (Number.isNaN(x) ? '–' : `${(x * 100).toFixed(x > 0 && x < 0.1 ? 1 : 0)} %`)
 
 function cellText (s: Spread, f: (x: number) => string, repeats: number): string {
-  if (repeats <= 1 || s.min === s.max) return f(s.median)
+  if (repeats <= 1 || Number.isNaN(s.median) || s.min === s.max) return f(s.median)
   return `${f(s.median)} (${f(s.min)}–${f(s.max)})`
 }
 

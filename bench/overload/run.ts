@@ -173,8 +173,9 @@ async function main (): Promise<void> {
   const dirty = git(['status', '--porcelain', '--', 'lib', 'bench/overload']) !== ''
   const noises = [...records.map((r) => r.noise), ...steps.map((s) => s.noise)]
   const noise = spread(noises)
-  const note = `${started.toISOString().slice(0, 16)}Z, commit ${commit}${dirty ? '+dirty' : ''}, repeats ${config.repeats}, ${config.measureMs / 1000} s cells; other processes took ${noise.min.toFixed(1)}–${noise.max.toFixed(1)} cores (median ${noise.median.toFixed(1)}) during the cells`
-  const chartInput: ChartInput = { records, models: config.models, variants, loads: config.loads, capacity: capacities, deadlineMs: config.deadlineMs, note }
+  const note = `${started.toISOString().slice(0, 16)}Z, commit ${commit}${dirty ? '+dirty' : ''}, repeats ${config.repeats}, ${config.measureMs / 1000} s cells, cpu ${config.cpuMs} ms, pool ${config.poolSize} × ${config.opMs} ms; other processes took ${noise.min.toFixed(1)}–${noise.max.toFixed(1)} cores (median ${noise.median.toFixed(1)}) during the cells`
+  const labels = { [SWEPT_VARIANT]: `${SWEPT_VARIANT} (${config.models.map((m) => `${m} ${goodFor(m)}`).join(', ')})` }
+  const chartInput: ChartInput = { records, models: config.models, variants, loads: config.loads, capacity: capacities, deadlineMs: config.deadlineMs, note, labels }
 
   print('# Overload benchmark (open loop)')
   print()
