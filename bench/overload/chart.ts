@@ -44,8 +44,8 @@ export function chart (input: ChartInput): string {
   out.push(`<text x="${left}" y="22" font-size="15" font-weight="bold">fastify-admission overload benchmark: open loop, ${input.deadlineMs} ms client deadline</text>`)
   out.push(`<text x="${left}" y="40" fill="#555">${esc(input.note)}</text>`)
   input.variants.forEach((v, i) => {
-    const x = left + (i % 4) * 230
-    const y = 60 + Math.floor(i / 4) * 16
+    const x = left + (i % 3) * 300
+    const y = 60 + Math.floor(i / 3) * 16
     out.push(`<line x1="${x}" y1="${y - 4}" x2="${x + 22}" y2="${y - 4}" stroke="${COLORS[i % COLORS.length]}" stroke-width="3"/><text x="${x + 28}" y="${y}">${esc(input.labels?.[v] ?? v)}</text>`)
   })
   input.models.forEach((model, row) => {
