@@ -144,7 +144,8 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         if (!stopped) {
           const due = Math.min(cap, Math.floor((now - t0) * spec.rate / 1000) + 1)
           while (issued < due) { sched[issued] = t0 + issued * 1000 / spec.rate; issue(issued++, performance.now()) }
-          if (issued >= cap || now >= windowEnd) stopped = true
+          // Stop once every request scheduled before the window's end is out, however late the generator is.
+          if (issued >= cap || t0 + issued * 1000 / spec.rate >= windowEnd) stopped = true
         }
       } else if (now >= windowEnd) {
         stopped = true
