@@ -4,7 +4,7 @@
 // redraws it from a results file.
 import { readFileSync, writeFileSync } from 'node:fs'
 import type { CellRecord } from './report.js'
-import { spread } from './stats.js'
+import { latencySpread, spread } from './stats.js'
 import type { ModelName } from './work.js'
 
 export interface ChartInput {
@@ -55,7 +55,7 @@ export function chart (input: ChartInput): string {
     const minP = 1
     const maxP = Math.max(input.deadlineMs, ...rs.map((r) => r.okP99).filter((x) => typeof x === 'number' && Number.isFinite(x)))
     const panels = [
-      { title: `${model}: goodput / C (C = ${Math.round(input.capacity[model] ?? Number.NaN)} req/s)`, pick: (r: CellRecord) => r.goodput, y: (v: number) => panelH - v / maxGood * panelH, ticks: [0, 0.25, 0.5, 0.75, 1, ...(maxGood > 1.5 ? [1.5] : [])], label: (v: number) => v.toFixed(2) },
+      { title: `${model}: goodput / C (C = ${Math.round(input.capacity[model] ?? Number.NaN)} req/s)`, pick: (r: CellRecord) => r.goodput, y: (v: number) => panelH - v / maxGood * panelH, ticks: maxGood > 2 ? [0, 0.5, 1, ...Array.from({ length: Math.floor(maxGood) - 1 }, (_, k) => k + 2)] : [0, 0.25, 0.5, 0.75, 1, 1.5].filter((t) => t <= maxGood), label: (v: number) => v.toFixed(2) },
       { title: `${model}: p99 latency of 200s (ms, log)`, pick: (r: CellRecord) => r.okP99, y: (v: number) => panelH - (Math.log10(Math.max(v, minP)) - Math.log10(minP)) / (Math.log10(maxP) - Math.log10(minP)) * panelH, ticks: [1, 10, 100, 1000].filter((t) => t <= maxP), label: (v: number) => String(v) }
     ]
     panels.forEach((p, col) => {
@@ -76,7 +76,7 @@ export function chart (input: ChartInput): string {
         const pts: string[] = []
         for (const load of loads) {
           const cell = rs.filter((r) => r.variant === v && r.load === load)
-          const s = spread(cell.map(p.pick))
+          const s = (col === 1 ? latencySpread : spread)(cell.map(p.pick))
           const x = lx(load)
           if (Number.isNaN(s.median)) {
             // No 200 within the deadline at all: a hollow marker on the deadline line.

@@ -1,6 +1,6 @@
 // Markdown tables for the overload benchmark.
 import type { Bin } from './load.js'
-import { type Spread, spread } from './stats.js'
+import { latencySpread, type Spread, spread } from './stats.js'
 import type { ModelName } from './work.js'
 
 export interface CellRecord {
@@ -56,8 +56,8 @@ export function matrixTable (records: readonly CellRecord[], model: ModelName, v
     for (const load of loads) {
       const rs = records.filter((r) => r.model === model && r.variant === variant && r.load === load)
       if (rs.length === 0) continue
-      const col = (pick: (r: CellRecord) => number, f: (x: number) => string): string => cellText(spread(rs.map(pick)), f, repeats)
-      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))}${rs.some(behind) ? ' ⚠' : ''} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms)} | ${col((r) => r.okP99, ms)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.queueWaitP99, ms)} | ${col((r) => r.lagP99, ms)} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
+      const col = (pick: (r: CellRecord) => number, f: (x: number) => string, of: (v: number[]) => Spread = spread): string => cellText(of(rs.map(pick)), f, repeats)
+      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))}${rs.some(behind) ? ' ⚠' : ''} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms, latencySpread)} | ${col((r) => r.okP99, ms, latencySpread)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms, latencySpread)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.queueWaitP99, ms)} | ${col((r) => r.lagP99, ms)} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
     }
   }
   return lines.join('\n')

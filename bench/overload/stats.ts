@@ -17,3 +17,10 @@ export function spread (values: readonly number[]): Spread {
   const mid = v.length >> 1
   return { median: v.length % 2 === 1 ? v[mid]! : (v[mid - 1]! + v[mid]!) / 2, min: v[0]!, max: v[v.length - 1]! }
 }
+
+/** For latencies: a repeat without a sample (no such answer at all) counts against the median, so
+ * unless most repeats have samples there is no median (one lucky repeat of three is not a p99). */
+export function latencySpread (values: readonly number[]): Spread {
+  const finite = values.filter((x) => typeof x === 'number' && Number.isFinite(x)).length
+  return finite * 2 > values.length ? spread(values) : { median: Number.NaN, min: Number.NaN, max: Number.NaN }
+}
