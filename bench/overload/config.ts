@@ -1,0 +1,102 @@
+// The overload benchmark's settings, from OVERLOAD_* environment variables (defaults in brackets).
+import { MODELS, type ModelName } from './work.js'
+import { VARIANTS } from './variants.js'
+
+export interface OverloadConfig {
+  /** OVERLOAD_REPEATS [3]: runs of every cell, interleaved. */
+  repeats: number
+  /** OVERLOAD_WARMUP_MS [1000], OVERLOAD_MEASURE_MS [5000]: each cell's warm-up and measured window. */
+  warmupMs: number
+  measureMs: number
+  /** OVERLOAD_DEADLINE_MS [1000]: the client's deadline. */
+  deadlineMs: number
+  /** OVERLOAD_SOCKETS [512]: the generator's connection pool. */
+  sockets: number
+  /** OVERLOAD_LOADS [0.5,1,2,4,8]: offered load as multiples of C. */
+  loads: number[]
+  /** OVERLOAD_MODELS [cpu,downstream]. */
+  models: ModelName[]
+  /** OVERLOAD_VARIANTS [all, in the table's order]. */
+  variants: string[]
+  /** OVERLOAD_CPU_MS [1], OVERLOAD_POOL [16], OVERLOAD_OP_MS [5]: the work models. */
+  cpuMs: number
+  poolSize: number
+  opMs: number
+  /** OVERLOAD_CAPACITY_MS [3000]: the closed-loop capacity probe's window (after a 1 s warm-up). */
+  capacityMs: number
+  /** OVERLOAD_GOOD ["cpu:N,downstream:M"]: skip the sweep and use these. */
+  good: Partial<Record<ModelName, number>>
+  /** OVERLOAD_SWEEP ["cpu:1,2,4,8;downstream:8,16,32,64"], OVERLOAD_SWEEP_LOAD [2]: the maxInFlight sweep, at that multiple of C.
+   * OVERLOAD_SWEEP_FALLBACK ["cpu:2;downstream:32"]: used when no candidate reaches 0.05 C of goodput (an inconclusive sweep). */
+  sweep: Record<ModelName, number[]>
+  sweepLoad: number
+  sweepFallback: Record<ModelName, number>
+  /** OVERLOAD_STEP [1]: run the step; OVERLOAD_STEP_LOAD [0.8] (of C, downstream model), OVERLOAD_STEP_FACTOR [4],
+   * OVERLOAD_STEP_BEFORE_MS [5000], OVERLOAD_STEP_SLOW_MS [10000], OVERLOAD_STEP_AFTER_MS [10000]. */
+  step: boolean
+  stepLoad: number
+  stepFactor: number
+  stepBeforeMs: number
+  stepSlowMs: number
+  stepAfterMs: number
+  /** OVERLOAD_OUT [timestamp]: bench/results-overload-<OUT>.json. */
+  out: string
+  /** OVERLOAD_CHART [bench/overload/chart.svg]. */
+  chart: string
+}
+
+const env = process.env
+const num = (name: string, fallback: number): number => {
+  const raw = env[name]
+  if (raw === undefined || raw === '') return fallback
+  const value = Number(raw)
+  if (!Number.isFinite(value) || value < 0) throw new Error(`${name}=${raw}: not a non-negative number`)
+  return value
+}
+const list = (name: string, fallback: string): string[] => (env[name] ?? fallback).split(',').map((s) => s.trim()).filter((s) => s !== '')
+
+function perModel (name: string, fallback: string): Record<string, number[]> {
+  const out: Record<string, number[]> = {}
+  for (const part of (env[name] ?? fallback).split(';').filter((p) => p.trim() !== '')) {
+    const [model, values = ''] = part.split(':')
+    if (!MODELS.includes(model!.trim() as ModelName)) throw new Error(`${name}: unknown model ${model}`)
+    out[model!.trim()] = values.split(',').map(Number).filter((v) => Number.isInteger(v) && v > 0)
+  }
+  return out
+}
+
+export function readConfig (): OverloadConfig {
+  const models = list('OVERLOAD_MODELS', MODELS.join(',')) as ModelName[]
+  for (const m of models) if (!MODELS.includes(m)) throw new Error(`OVERLOAD_MODELS: unknown model ${m}`)
+  const variants = list('OVERLOAD_VARIANTS', VARIANTS.map((v) => v.name).join(','))
+  for (const v of variants) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`OVERLOAD_VARIANTS: unknown variant ${v}`)
+  const good: Partial<Record<ModelName, number>> = {}
+  for (const [model, values] of Object.entries(perModel('OVERLOAD_GOOD', ''))) good[model as ModelName] = values[0]!
+  const sweep = { cpu: [1, 2, 4, 8], downstream: [8, 16, 32, 64], ...perModel('OVERLOAD_SWEEP', '') }
+  return {
+    repeats: Math.max(1, Math.round(num('OVERLOAD_REPEATS', 3))),
+    warmupMs: num('OVERLOAD_WARMUP_MS', 1000),
+    measureMs: Math.max(100, num('OVERLOAD_MEASURE_MS', 5000)),
+    deadlineMs: num('OVERLOAD_DEADLINE_MS', 1000),
+    sockets: Math.max(1, Math.round(num('OVERLOAD_SOCKETS', 512))),
+    loads: list('OVERLOAD_LOADS', '0.5,1,2,4,8').map(Number),
+    models,
+    variants,
+    cpuMs: num('OVERLOAD_CPU_MS', 1),
+    poolSize: Math.max(1, Math.round(num('OVERLOAD_POOL', 16))),
+    opMs: num('OVERLOAD_OP_MS', 5),
+    capacityMs: Math.max(500, num('OVERLOAD_CAPACITY_MS', 3000)),
+    good,
+    sweep,
+    sweepLoad: num('OVERLOAD_SWEEP_LOAD', 2),
+    sweepFallback: Object.fromEntries(Object.entries({ cpu: [2], downstream: [32], ...perModel('OVERLOAD_SWEEP_FALLBACK', '') }).map(([m, v]) => [m, v[0]!])) as Record<ModelName, number>,
+    step: num('OVERLOAD_STEP', 1) !== 0,
+    stepLoad: num('OVERLOAD_STEP_LOAD', 0.8),
+    stepFactor: num('OVERLOAD_STEP_FACTOR', 4),
+    stepBeforeMs: num('OVERLOAD_STEP_BEFORE_MS', 5000),
+    stepSlowMs: num('OVERLOAD_STEP_SLOW_MS', 10_000),
+    stepAfterMs: num('OVERLOAD_STEP_AFTER_MS', 10_000),
+    out: env.OVERLOAD_OUT ?? new Date().toISOString().replace(/[:.]/g, '-'),
+    chart: env.OVERLOAD_CHART ?? 'bench/overload/chart.svg'
+  }
+}

@@ -1,0 +1,79 @@
+// Markdown tables for the overload benchmark.
+import type { Bin } from './load.js'
+import { latencySpread, type Spread, spread } from './stats.js'
+import type { ModelName } from './work.js'
+
+export interface CellRecord {
+  repeat: number
+  model: ModelName
+  variant: string
+  /** Offered load as a multiple of C. */
+  load: number
+  rate: number
+  capacity: number
+  achievedRate: number
+  /** goodput / C */
+  goodput: number
+  okP50: number
+  okP99: number
+  shedShare: number
+  shedP99: number
+  timeoutShare: number
+  /** Timeouts that never got a connection, as a share of all requests. */
+  timeoutQueuedShare: number
+  errorShare: number
+  lagP99: number
+  queuedShare: number
+  /** p99 of the wait for a free connection in the client (ms). */
+  queueWaitP99: number
+  connections: number
+  wastedShare: number
+  maxQueued: number
+  serverCpu: number
+  noise: number
+}
+
+export interface StepRecord { variant: string, capacity: number, rate: number, phases: { beforeS: number, slowS: number, afterS: number, factor: number }, bins: Bin[], noise: number }
+
+const fmt = (x: number, digits: number): string => (Number.isNaN(x) ? '–' : x.toFixed(digits))
+const ms = (x: number): string => (Number.isNaN(x) ? '–' : x >= 100 ? x.toFixed(0) : x.toFixed(1))
+const pct = (x: number): string => (Number.isNaN(x) ? '–' : `${(x * 100).toFixed(x > 0 && x < 0.1 ? 1 : 0)} %`)
+
+function cellText (s: Spread, f: (x: number) => string, repeats: number): string {
+  if (repeats <= 1 || Number.isNaN(s.median) || s.min === s.max) return f(s.median)
+  return `${f(s.median)} (${f(s.min)}–${f(s.max)})`
+}
+
+/** The generator did not keep the schedule: under 95 % of the rate, or p99 lag over 100 ms. */
+export const behind = (r: CellRecord): boolean => r.achievedRate < 0.95 * r.rate || r.lagP99 > 100
+
+export function matrixTable (records: readonly CellRecord[], model: ModelName, variants: readonly string[], loads: readonly number[], repeats: number): string {
+  const lines = [
+    '| variant | offered | sent/s | goodput / C | p50 200 (ms) | p99 200 (ms) | 503 | p99 503 (ms) | timeouts | ↳ never sent | client queued | p99 client wait (ms) | gen lag p99 (ms) | wasted work | other CPU (cores) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+  ]
+  for (const variant of variants) {
+    for (const load of loads) {
+      const rs = records.filter((r) => r.model === model && r.variant === variant && r.load === load)
+      if (rs.length === 0) continue
+      const col = (pick: (r: CellRecord) => number, f: (x: number) => string, of: (v: number[]) => Spread = spread): string => cellText(of(rs.map(pick)), f, repeats)
+      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))}${rs.some(behind) ? ' ⚠' : ''} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms, latencySpread)} | ${col((r) => r.okP99, ms, latencySpread)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms, latencySpread)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.queueWaitP99, ms)} | ${col((r) => r.lagP99, ms)} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
+    }
+  }
+  return lines.join('\n')
+}
+
+export function stepTable (steps: readonly StepRecord[]): string {
+  if (steps.length === 0) return ''
+  const first = steps[0]!
+  const { beforeS, slowS } = first.phases
+  const head = `| s | phase | ${steps.map((s) => `${s.variant} goodput / C | ${s.variant} p99 (ms)`).join(' | ')} |`
+  const rule = `| --- | --- | ${steps.map(() => '--- | ---').join(' | ')} |`
+  const rows: string[] = []
+  const n = Math.max(...steps.map((s) => s.bins.length))
+  for (let t = 0; t < n; t++) {
+    const phase = t < beforeS ? 'normal' : t < beforeS + slowS ? `${first.phases.factor}× slower` : 'recovered'
+    rows.push(`| ${t} | ${phase} | ${steps.map((s) => { const b = s.bins[t]; return b === undefined ? '– | –' : `${fmt(b.goodput / s.capacity, 2)} | ${ms(b.okP99)}` }).join(' | ')} |`)
+  }
+  return [head, rule, ...rows].join('\n')
+}

@@ -1,0 +1,63 @@
+// One overload server: `node --import tsx bench/overload/server.ts <variant> <json settings>`,
+// started by run.ts under `taskset -c 0` with an IPC channel. It listens on a free loopback port and
+// tells the parent which; the parent controls it over IPC only (no HTTP control route, so nothing
+// of the control path goes through the variant or the measurement):
+//   { slow: factor }  the downstream's operations take `factor` times as long from now on (the step)
+//   'stats'           answers { stats } (process CPU, handler counts, pool queue)
+// It exits when the parent goes away.
+import Fastify from 'fastify'
+import { overloadVariant } from './variants.js'
+import { DownstreamPool, type ModelName, spin, type WorkSettings } from './work.js'
+
+export interface ServerSettings extends WorkSettings {
+  model: ModelName
+  goodMaxInFlight: number
+}
+
+export interface ServerStats {
+  cpu: NodeJS.CpuUsage
+  /** Handlers that finished their work. */
+  handled: number
+  /** ... of which the client had already gone (work done for nobody). */
+  wasted: number
+  /** Largest downstream queue seen (downstream model). */
+  maxQueued: number
+}
+
+const [name = '', json = '{}'] = process.argv.slice(2)
+const settings = JSON.parse(json) as ServerSettings
+const pool = new DownstreamPool(settings.poolSize, settings.opMs)
+let handled = 0
+let wasted = 0
+
+const app = Fastify({ logger: false })
+await overloadVariant(name).register(app, { model: settings.model, goodMaxInFlight: settings.goodMaxInFlight })
+if (settings.model === 'cpu') {
+  app.get('/', (request, reply) => {
+    spin(settings.cpuMs)
+    handled++
+    if (request.raw.socket.destroyed) wasted++
+    reply.send('ok')
+  })
+} else {
+  app.get('/', async (request, reply) => {
+    await pool.run()
+    handled++
+    if (request.raw.socket.destroyed) wasted++
+    return reply.send('ok')
+  })
+}
+await app.listen({ host: '127.0.0.1', port: 0 })
+const address = app.server.address()
+if (address === null || typeof address === 'string') throw new Error('no TCP address')
+process.on('message', (message: unknown) => {
+  if (message === 'stats') {
+    const stats: ServerStats = { cpu: process.cpuUsage(), handled, wasted, maxQueued: pool.maxQueued }
+    process.send?.({ stats })
+  } else if (typeof message === 'object' && message !== null && 'slow' in message) {
+    pool.factor = Number((message as { slow: number }).slow)
+    process.send?.({ slowed: pool.factor })
+  }
+})
+process.on('disconnect', () => { process.exit(0) })
+process.send?.({ port: address.port })

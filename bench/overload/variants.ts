@@ -1,0 +1,36 @@
+// The overload variants: one line each, a name and what it registers on the server. The next
+// variant (an adaptive mode, say) is one more line. The servers run the package as built (dist/),
+// through its public API only.
+import type { FastifyInstance } from 'fastify'
+import underPressure from '@fastify/under-pressure'
+import admission from '../../dist/index.js'
+import type { ModelName } from './work.js'
+
+export interface VariantContext {
+  model: ModelName
+  /** The `maxInFlight` the sweep picked for this model (or OVERLOAD_GOOD). */
+  goodMaxInFlight: number
+}
+
+export interface OverloadVariant {
+  readonly name: string
+  readonly description: string
+  readonly register: (app: FastifyInstance, ctx: VariantContext) => PromiseLike<unknown> | void
+}
+
+export const VARIANTS: readonly OverloadVariant[] = [
+  { name: 'none', description: 'no protection', register: () => {} },
+  { name: 'up-default', description: '@fastify/under-pressure, defaults', register: (app) => app.register(underPressure) },
+  { name: 'up-tuned', description: '@fastify/under-pressure, maxEventLoopDelay 50, maxEventLoopUtilization 0.98', register: (app) => app.register(underPressure, { maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98 }) },
+  { name: 'admission-good', description: 'fastify-admission, maxInFlight picked by the sweep', register: (app, ctx) => app.register(admission, { maxInFlight: ctx.goodMaxInFlight, rateLimit: false }) },
+  { name: 'admission-256', description: 'fastify-admission, maxInFlight 256 (too high)', register: (app) => app.register(admission, { maxInFlight: 256, rateLimit: false }) }
+]
+
+/** The variant the sweep runs with each candidate `maxInFlight` as `goodMaxInFlight`. */
+export const SWEPT_VARIANT = 'admission-good'
+
+export function overloadVariant (name: string): OverloadVariant {
+  const found = VARIANTS.find((v) => v.name === name)
+  if (found === undefined) throw new Error(`unknown overload variant ${name}; known: ${VARIANTS.map((v) => v.name).join(', ')}`)
+  return found
+}
