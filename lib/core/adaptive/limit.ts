@@ -5,7 +5,7 @@
  *
  * A sample is one completed request: its round-trip time `rtt` (ms, a double), the in-flight count
  * when it started (itself included) and the time it completed `now` (ms, a double, monotonic:
- * `performance.now()`; a clock that steps back only delays a probe).
+ * the caller reads its monotonic clock and passes the value in; a clock that steps back only delays a probe).
  *
  * Per sample, outside a probe:
  *
