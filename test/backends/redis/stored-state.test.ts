@@ -1,0 +1,67 @@
+// The TypeScript twin of the script's stored-state rule, and the backend's state() on it, with no
+// Redis: what corrupt-state.test.ts holds the Lua to runs everywhere here (coverage holds on a
+// machine without Redis).
+import t from 'tap'
+import { checkedState, readStored, recoveryMs, validFields, worstState } from '../../../lib/backends/redis/stored-state.js'
+import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
+import type { Policy } from '../../../lib/core/rates/index.js'
+import { RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../../lib/rates/errors.js'
+import { policyFingerprint } from '../../../lib/rates/policy.js'
+
+const NOW = 1_700_000_000_000
+const TB: Policy = { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 }
+const FW: Policy = { algorithm: 'fixed-window', limit: 3, windowMs: 1000 }
+const SW: Policy = { algorithm: 'sliding-window-counter', limit: 4, windowMs: 1000 }
+const GC: Policy = { algorithm: 'gcra', limit: 2, windowMs: 1000, burst: 4 }
+
+t.test('recoveryMs: the worst state\'s full recovery, per algorithm', async (t) => {
+  t.equal(recoveryMs(TB), 500, '5 tokens at 10 per second')
+  t.equal(recoveryMs(FW), 1000)
+  t.equal(recoveryMs(SW), 2000)
+  t.equal(recoveryMs(GC), 2000, '4 at 2 per second')
+})
+
+t.test('worstState: denies every cost and recovers within R; checkedState keeps a valid state and replaces a bad one', async (t) => {
+  t.same(worstState(TB, NOW), { tokens: 0, last: NOW })
+  t.same(worstState(FW, NOW + 1), { start: NOW, count: 3 })
+  t.same(worstState(SW, NOW + 1), { start: NOW, previous: 0, current: 4 })
+  t.same(worstState(GC, NOW), { tat: NOW + 4 * 500 }, 'scale 1 (gcd(2, 1000) = 2), interval 500 ms')
+  t.same(checkedState(TB, { tokens: 4000, last: NOW }, NOW), { tokens: 4000, last: NOW }, 'in range: itself')
+  t.same(checkedState(TB, { tokens: 4000, last: NOW + 501 }, NOW), worstState(TB, NOW), 'last more than R ahead')
+  t.same(checkedState(TB, { tokens: 5001, last: NOW }, NOW), worstState(TB, NOW), 'above capacity')
+  t.same(checkedState(FW, { start: NOW + 1, count: 1 }, NOW), worstState(FW, NOW), 'an unaligned window')
+  t.same(checkedState(FW, { start: NOW, count: 4 }, NOW), worstState(FW, NOW), 'a count above the limit')
+  t.same(checkedState(SW, { start: NOW, previous: 5, current: 0 }, NOW), worstState(SW, NOW))
+  t.same(checkedState(SW, { start: NOW, previous: 4, current: 4 }, NOW), { start: NOW, previous: 4, current: 4 })
+  t.same(checkedState(GC, { tat: (NOW + 2000) + 2000 + 1 }, NOW), worstState(GC, NOW), 'tat past the horizon')
+  t.same(checkedState(GC, { tat: (NOW + 2000) + 2000 }, NOW), { tat: (NOW + 2000) + 2000 }, 'at it')
+  t.equal(validFields(TB, [5000, NOW + 500], NOW), true, 'the bounds are inclusive')
+})
+
+t.test('readStored: conflict, trusted, or decided as the worst state', async (t) => {
+  const fp = policyFingerprint(TB)
+  t.same(readStored(`${fp} 3000 ${NOW}`, TB, fp, NOW), { kind: 'state', state: { tokens: 3000, last: NOW }, valid: true })
+  t.same(readStored(`fixed-window:3:1000 0 1`, TB, fp, NOW), { kind: 'conflict', fingerprint: 'fixed-window:3:1000' })
+  t.same(readStored('', TB, fp, NOW), { kind: 'conflict', fingerprint: '' })
+  for (const junk of [`${fp} 0 99999999999999`, `${fp} 1.5 ${NOW}`, `${fp}  3000 ${NOW}`, `${fp} 3000`, `${fp} 007 ${NOW}`, `${fp} 3000 ${NOW} 1`, `${fp} -1 ${NOW}`]) {
+    t.same(readStored(junk, TB, fp, NOW), { kind: 'state', state: worstState(TB, NOW), valid: false }, JSON.stringify(junk))
+  }
+  t.same(readStored(`${fp} 0 99999999999999`, TB, fp, Infinity).kind, 'state', 'no time bound with Infinity')
+  t.equal((readStored(`${fp} 0 99999999999999`, TB, fp, Infinity) as { valid: boolean }).valid, true)
+})
+
+t.test('state() with a scripted client: undefined, the state, a conflict, junk, stopped', async (t) => {
+  const replies: unknown[] = []
+  const client = { evalsha: async () => null, eval: async () => replies.shift() }
+  const backend = redisBackend({ client, timeoutMs: 1000 })
+  const limiter = backend.limiter('app#s', TB)
+  const fp = policyFingerprint(TB)
+  replies.push(null, `${fp} 2000 ${NOW}`, 'gcra:2:1000:4 5', `${fp} x y`, 42)
+  t.equal(await limiter.state('sa'), undefined)
+  t.same(await limiter.state('sa'), { tokens: 2000, last: NOW })
+  t.type(await limiter.state('sa').catch((e: unknown) => e), RatesPolicyConflictError)
+  t.type(await limiter.state('sa').catch((e: unknown) => e), RatesUnavailableError)
+  t.type(await limiter.state('sa').catch((e: unknown) => e), RatesUnavailableError, 'not a string')
+  await backend.stop()
+  t.type(await limiter.state('sa').catch((e: unknown) => e), RatesStoppedError)
+})
