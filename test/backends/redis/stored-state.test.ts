@@ -65,3 +65,17 @@ t.test('state() with a scripted client: undefined, the state, a conflict, junk, 
   await backend.stop()
   t.type(await limiter.state('sa').catch((e: unknown) => e), RatesStoppedError)
 })
+
+t.test('delete() with a scripted client: true, false, a conflict, stopped; the deny cache forgets the identity', async (t) => {
+  const replies: unknown[] = []
+  const client = { evalsha: async () => null, eval: async () => replies.shift() }
+  const backend = redisBackend({ client, timeoutMs: 1000, denyCache: false })
+  const limiter = backend.limiter('app#d', TB)
+  replies.push(1, 0, ['gcra:2:1000:4'], ['not a fingerprint'])
+  t.equal(await limiter.delete('sa'), true)
+  t.equal(await limiter.delete('sa'), false)
+  t.type(await limiter.delete('sa').catch((e: unknown) => e), RatesPolicyConflictError)
+  t.type(await limiter.delete('sa').catch((e: unknown) => e), RatesUnavailableError, 'a value this backend did not write')
+  await backend.stop()
+  t.type(await limiter.delete('sa').catch((e: unknown) => e), RatesStoppedError)
+})
