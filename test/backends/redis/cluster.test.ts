@@ -11,8 +11,7 @@
 // - a slot migrated (CLUSTER SETSLOT … IMPORTING / MIGRATING, MIGRATE, SETSLOT … NODE) while
 //   decisions on a key of that slot run: ASK and MOVED are followed by the client, the state moves
 //   with the key, and exactly the limit is admitted over the whole run.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { Agent } from 'node:http'
+import { spawn } from 'node:child_process'
 import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { setTimeout as sleep } from 'node:timers/promises'
@@ -21,8 +20,9 @@ import { Cluster, type Redis } from 'ioredis'
 import type { Test } from 'tap'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
-import { admission, redisBackend, type AdmissionStats, type NodeRedisScriptOptions, type RedisBackendClient } from '../../../lib/index.js'
-import { counting, freePort, keysUnder, redisServerMissing, serverNow, startPrivateServer, timedGet, type PrivateServer, type Timed } from './helpers.js'
+import { admission, redisBackend, type NodeRedisScriptOptions, type RedisBackendClient } from '../../../lib/index.js'
+import { hammer, killSpawned, startChild, statsOf, windowAround, type Child, type ToChild, type ToParent } from './children.js'
+import { counting, freePort, keysUnder, redisServerMissing, serverNow, startPrivateServer, type PrivateServer } from './helpers.js'
 
 const CHILD = 'ADMISSION_CLUSTER_CHILD'
 const PROCESSES = 4
@@ -32,8 +32,6 @@ const LIMIT = 5
 const QUOTA = 40
 const ALGORITHMS = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'] as const
 
-type ToParent = { type: 'listening', port: number } | { type: 'stats', stats: AdmissionStats }
-type ToChild = { type: 'stats' } | { type: 'close' }
 
 if (process.env[CHILD] === '1') await serve()
 else await tests()
@@ -75,83 +73,6 @@ async function serve (): Promise<void> {
     void app.close().then(() => cluster.quit()).then(() => { process.disconnect() })
   })
   send({ type: 'listening', port: (app.server.address() as AddressInfo).port })
-}
-
-interface Child {
-  readonly process: ChildProcess
-  readonly port: number
-  readonly exited: Promise<number | string>
-  output (): string
-}
-
-/** Every child spawned, started or not: each is killed by its pid at teardown if still running. */
-const spawned = new Set<ChildProcess>()
-
-function startChild (env: Record<string, string>): Promise<Child> {
-  const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], {
-    // No coverage from the children (see shared-quota.test.ts).
-    env: { ...process.env, ...env, [CHILD]: '1', _TAPJS_PROCESSINFO_COVERAGE_: '0' },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc']
-  })
-  spawned.add(child)
-  let output = ''
-  child.stdout?.on('data', (chunk: Buffer) => { output += chunk.toString() })
-  child.stderr?.on('data', (chunk: Buffer) => { output += chunk.toString() })
-  const exited = new Promise<number | string>((resolve) => {
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))
-  })
-  return new Promise((resolve, reject) => {
-    // Generous: on a loaded machine, four processes loading TypeScript at once take a while.
-    const timer = setTimeout(() => reject(new Error(`child ${child.pid} did not listen within 60 s: ${output}`)), 60_000)
-    child.once('error', reject)
-    child.on('message', (message: ToParent) => {
-      if (message.type !== 'listening') return
-      clearTimeout(timer)
-      resolve({ process: child, port: message.port, exited, output: () => output })
-    })
-    void exited.then((code) => {
-      clearTimeout(timer)
-      reject(new Error(`child ${child.pid} exited (${code}) before listening: ${output}`))
-    })
-  })
-}
-
-function statsOf (child: Child): Promise<AdmissionStats> {
-  return new Promise((resolve) => {
-    const listener = (message: ToParent): void => {
-      if (message.type !== 'stats') return
-      child.process.off('message', listener)
-      resolve(message.stats)
-    }
-    child.process.on('message', listener)
-    child.process.send({ type: 'stats' } satisfies ToChild)
-  })
-}
-
-/** `REQUESTS` GETs of `path`, request i to server i mod n, `CONCURRENCY` at a time, keep-alive. */
-async function hammer (ports: number[], path: string): Promise<Array<Timed & { server: number }>> {
-  const agents = ports.map(() => new Agent({ keepAlive: true, maxSockets: CONCURRENCY }))
-  const results: Array<Timed & { server: number }> = []
-  let next = 0
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < REQUESTS) {
-      const i = next++
-      const server = i % ports.length
-      results[i] = { server, ...await timedGet(ports[server] as number, path, {}, agents[server]) }
-    }
-  }))
-  for (const agent of agents) agent.destroy()
-  return results
-}
-
-/**
- * A window length (≥ 1 h, whole seconds) whose current window, aligned as the window algorithms
- * align it, has at least `marginMs` left at the server's time `now` (see shared-quota.test.ts).
- */
-function windowAround (now: number, marginMs: number): number {
-  let windowMs = 3_600_000
-  while (now % windowMs > windowMs - marginMs) windowMs += 1000
-  return windowMs
 }
 
 function policiesFor (limit: number, windowMs: number): Record<(typeof ALGORITHMS)[number], Policy> {
@@ -328,9 +249,9 @@ async function tests (): Promise<void> {
       const quotaWindow = windowAround(await serverNow(admins[0] as Redis), 60_000)
       const routes: Record<string, Policy> = Object.fromEntries(Object.entries(policiesFor(QUOTA, quotaWindow)).map(([name, policy]) => [`/${name}`, policy]))
       const started = performance.now()
-      const launched = Array.from({ length: PROCESSES }, () => startChild({ CLUSTER_PORTS: JSON.stringify(ports), CLUSTER_PREFIX: 'quota:', CLUSTER_ROUTES: JSON.stringify(routes) }))
+      const launched = Array.from({ length: PROCESSES }, () => startChild(fileURLToPath(import.meta.url), { [CHILD]: '1', CLUSTER_PORTS: JSON.stringify(ports), CLUSTER_PREFIX: 'quota:', CLUSTER_ROUTES: JSON.stringify(routes) }))
       t.teardown(() => {
-        for (const p of spawned) if (p.exitCode === null && p.signalCode === null) process.kill(p.pid as number, 'SIGKILL')
+        killSpawned()
       })
       const children: Child[] = []
       for (const child of await Promise.allSettled(launched)) {
@@ -342,7 +263,7 @@ async function tests (): Promise<void> {
       const appPorts = children.map((c) => c.port)
       for (const [path, policy] of Object.entries(routes)) {
         const before = await serverNow(admins[0] as Redis)
-        const results = await hammer(appPorts, path)
+        const results = await hammer(appPorts, path, REQUESTS, CONCURRENCY)
         const after = await serverNow(admins[0] as Redis)
         if (policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window-counter') {
           t.equal(Math.floor(after / quotaWindow), Math.floor(before / quotaWindow), `${path}: precondition, one window`)

@@ -6,15 +6,14 @@
 // This file is also the child: spawned with ADMISSION_SHARED_QUOTA_CHILD=1 (with the parent's
 // `process.execArgv`, so tap's TypeScript loader and coverage apply to it), it serves instead of
 // testing, and talks to the parent over IPC. tap is only loaded by the parent.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { Agent } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import Fastify from 'fastify'
 import { Redis } from 'ioredis'
 import type { Policy } from '../../../lib/core/rates/index.js'
-import { admission, redisBackend, type AdmissionStats } from '../../../lib/index.js'
-import { deleteKeys, keysUnder, REDIS_URL, serverNow, sharedRedis, timedGet, uniquePrefix, type Timed } from './helpers.js'
+import { admission, redisBackend } from '../../../lib/index.js'
+import { hammer, startChild, statsOf, windowAround, type Child, type ToChild, type ToParent } from './children.js'
+import { deleteKeys, keysUnder, REDIS_URL, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
 
 const CHILD = 'ADMISSION_SHARED_QUOTA_CHILD'
 const PROCESSES = 4
@@ -23,8 +22,6 @@ const CONCURRENCY = 64
 const LIMIT = 50
 const IDENTITY = 'one-client'
 
-type ToParent = { type: 'listening', port: number } | { type: 'stats', stats: AdmissionStats }
-type ToChild = { type: 'stats' } | { type: 'close' }
 
 if (process.env[CHILD] === '1') await serve()
 else await tests()
@@ -62,82 +59,6 @@ async function serve (): Promise<void> {
   send({ type: 'listening', port: (app.server.address() as AddressInfo).port })
 }
 
-interface Child {
-  readonly process: ChildProcess
-  readonly port: number
-  /** Resolves with the exit code (or signal) once the child has exited. */
-  readonly exited: Promise<number | string>
-  stderr (): string
-}
-
-/** Spawns this file as a child serving `routes` and waits until it listens. */
-function startChild (prefix: string, routes: Record<string, Policy>): Promise<Child> {
-  const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url)], {
-    // No coverage from the children: their transpile maps the kernels' methods to slightly other
-    // ranges, which tap's merge then reports as extra, never-called functions.
-    env: { ...process.env, [CHILD]: '1', QUOTA_PREFIX: prefix, QUOTA_ROUTES: JSON.stringify(routes), REDIS_URL, _TAPJS_PROCESSINFO_COVERAGE_: '0' },
-    stdio: ['ignore', 'pipe', 'pipe', 'ipc']
-  })
-  let output = ''
-  child.stdout?.on('data', (chunk: Buffer) => { output += chunk.toString() })
-  child.stderr?.on('data', (chunk: Buffer) => { output += chunk.toString() })
-  const exited = new Promise<number | string>((resolve) => {
-    child.once('exit', (code, signal) => resolve(code ?? signal ?? 'unknown'))
-  })
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`child ${child.pid} did not listen within 90 s (a wait, not a measure: a busy machine starts processes slowly): ${output}`)), 90_000)
-    child.once('error', reject)
-    child.on('message', (message: ToParent) => {
-      if (message.type !== 'listening') return
-      clearTimeout(timer)
-      resolve({ process: child, port: message.port, exited, stderr: () => output })
-    })
-    void exited.then((code) => {
-      clearTimeout(timer)
-      reject(new Error(`child ${child.pid} exited (${code}) before listening: ${output}`))
-    })
-  })
-}
-
-function statsOf (child: Child): Promise<AdmissionStats> {
-  return new Promise((resolve) => {
-    const listener = (message: ToParent): void => {
-      if (message.type !== 'stats') return
-      child.process.off('message', listener)
-      resolve(message.stats)
-    }
-    child.process.on('message', listener)
-    child.process.send({ type: 'stats' } satisfies ToChild)
-  })
-}
-
-/** `total` GETs of `path`, request i to server i mod n, `concurrency` at a time, keep-alive. */
-async function hammer (ports: number[], path: string): Promise<Array<Timed & { server: number }>> {
-  const agents = ports.map(() => new Agent({ keepAlive: true, maxSockets: CONCURRENCY }))
-  const results: Array<Timed & { server: number }> = []
-  let next = 0
-  await Promise.all(Array.from({ length: CONCURRENCY }, async () => {
-    while (next < REQUESTS) {
-      const i = next++
-      const server = i % ports.length
-      results[i] = { server, ...await timedGet(ports[server] as number, path, {}, agents[server]) }
-    }
-  }))
-  for (const agent of agents) agent.destroy()
-  return results
-}
-
-/**
- * A window length (≥ 1 h, whole seconds) whose current window, aligned to multiples of it as the
- * window algorithms align them, has at least `marginMs` left at the server's time `now`: the test
- * then runs inside one window, whatever the time of day.
- */
-function windowAround (now: number, marginMs: number): number {
-  let windowMs = 3_600_000
-  while (now % windowMs > windowMs - marginMs) windowMs += 1000
-  return windowMs
-}
-
 async function tests (): Promise<void> {
   const { default: t } = await import('tap')
   const shared = await sharedRedis()
@@ -160,7 +81,7 @@ async function tests (): Promise<void> {
     }
 
     const started = performance.now()
-    const launched = Array.from({ length: PROCESSES }, () => startChild(prefix, policies))
+    const launched = Array.from({ length: PROCESSES }, () => startChild(fileURLToPath(import.meta.url), { [CHILD]: '1', QUOTA_PREFIX: prefix, QUOTA_ROUTES: JSON.stringify(policies), REDIS_URL }))
     const children: Child[] = []
     t.teardown(async () => {
       // Whatever happened, no child outlives the test: killed by its pid.
@@ -182,7 +103,7 @@ async function tests (): Promise<void> {
       await t.test(`${policy.algorithm}: ${LIMIT} per ${policy.windowMs} ms`, async (t) => {
         const before = await serverNow(redis)
         const begun = performance.now()
-        const results = await hammer(ports, path)
+        const results = await hammer(ports, path, REQUESTS, CONCURRENCY)
         const elapsed = performance.now() - begun
         const after = await serverNow(redis)
         if (policy.algorithm === 'fixed-window' || policy.algorithm === 'sliding-window-counter') {
@@ -221,7 +142,7 @@ async function tests (): Promise<void> {
       new Promise<string>((resolve) => { timer = setTimeout(() => resolve('timeout after 10 s'), 10_000) })
     ])
     clearTimeout(timer)
-    t.same(codes, children.map(() => 0), `every child exited cleanly (code 0) ${children.map((c) => c.stderr()).join('').trim()}`)
+    t.same(codes, children.map(() => 0), `every child exited cleanly (code 0) ${children.map((c) => c.output()).join('').trim()}`)
 
     const keys = await keysUnder(redis, prefix)
     t.equal(keys.length, Object.keys(policies).length, 'one key per route: the one identity, shared by all processes')
