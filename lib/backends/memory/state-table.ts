@@ -1,7 +1,9 @@
+import { compactKey } from './compact-key.js'
+
 /**
- * The registry of live limiter states: a `Map` from the client's full key to a slot in one
- * `Float64Array` holding `fields` numbers per slot (about 46 B per identity measured, against ~117 B for a
- * Map of small objects). Two clients never share a slot.
+ * The registry of live limiter states: a `Map` from the client's key (an IPv4 address as its 32
+ * bits, see `compactKey`) to a slot in one `Float64Array` holding `fields` numbers per slot. Two
+ * clients never share a slot.
  *
  * A state is dropped only once it has fully recovered (then it equals a new one, so dropping it
  * changes no decision). When the table holds `maxIdentities` live states, a new key gets no slot and
@@ -22,7 +24,8 @@ export class StateTable {
   data: Float64Array
   /** After a failed `insert`: ticks until a slot can be had. */
   waitMs = 0
-  private readonly index = new Map<string, number>()
+  /** Client key (as `compactKey` holds it) → slot. */
+  private readonly index = new Map<string | number, number>()
   private readonly recovery: Recovery
   private readonly freeSlots: number[] = []
   private highWater = 0
@@ -46,7 +49,7 @@ export class StateTable {
 
   /** The slot of `key`, or -1. */
   find (key: string): number {
-    const slot = this.index.get(key)
+    const slot = this.index.get(compactKey(key))
     return slot === undefined ? -1 : slot
   }
 
@@ -74,9 +77,10 @@ export class StateTable {
    * recovery may have been this state's: it becomes stale (never too late, see `insert`).
    */
   remove (key: string): boolean {
-    const slot = this.index.get(key)
+    const compact = compactKey(key)
+    const slot = this.index.get(compact)
     if (slot === undefined) return false
-    this.index.delete(key)
+    this.index.delete(compact)
     this.freeSlots.push(slot)
     if (slot === this.earliestSlot) this.stale = true
     return true
@@ -97,14 +101,15 @@ export class StateTable {
         return -1
       }
     }
-    this.index.set(key, slot)
+    this.index.set(compactKey(key), slot)
     return slot
   }
 
   private grow (): number {
     const slot = this.highWater++
     if (slot * this.fields >= this.data.length) {
-      const slots = Math.min(this.maxIdentities, (this.data.length / this.fields) * 2)
+      // Half again, not double: the spare room of a grown table is at most a third of it.
+      const slots = Math.min(this.maxIdentities, Math.ceil((this.data.length / this.fields) * 1.5))
       const data = new Float64Array(slots * this.fields)
       data.set(this.data)
       this.data = data

@@ -801,8 +801,8 @@ t.test('the slot table grows past its first 1024 slots and keeps every state, fo
       if (i === 1023) lengths += `${limiter.table.data.length / fields},`
       if (i === 1024) lengths += `${limiter.table.data.length / fields}`
     }
-    t.equal(lengths, '1024,2048', 'still 1024 slots with 1024 clients, doubled for the 1025th')
-    t.equal(limiter.table.data.length, 4096 * fields)
+    t.equal(lengths, '1024,1536', 'still 1024 slots with 1024 clients, half again for the 1025th')
+    t.equal(limiter.table.data.length, 3456 * fields, '1024, 1536, 2304, 3456')
     t.equal(limiter.table.size, n)
     const slots = new Set<number>()
     let wrong = 0
