@@ -8,6 +8,9 @@ import { capacityOf, normalizePolicy } from '../../../lib/rates/policy.js'
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 const hasBurst = (algorithm: Algorithm): boolean => algorithm === 'token-bucket' || algorithm === 'gcra'
 
+/** Keys of the property tests: half IPv4 addresses (held as integers), half other strings. */
+const keyName = (i: number): string => i % 2 === 0 ? `k${i}` : `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`
+
 const limiterFor = (policy: Policy, maxIdentities: number): MemoryLimiter =>
   new MemoryLimiter(kernelOf(policy.algorithm), policy, maxIdentities)
 
@@ -306,7 +309,7 @@ t.test('property: token bucket, every decision equals the BigInt model, per key'
       const cost = costOf(policy, op.share)
       let model = models.get(op.key)
       if (model === undefined) models.set(op.key, model = new ModelBucket(policy, now))
-      const got = decision(limiter, limiter.consume(`k${op.key}`, now, cost))
+      const got = decision(limiter, limiter.consume(keyName(op.key), now, cost))
       const want = model.consume(now, cost)
       if (!same(got, want)) throw new Error(`at ${now} cost ${cost}: got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`)
     }
@@ -701,7 +704,7 @@ t.test('property, every algorithm: saturation never resets a live state, refuses
       let now = 0
       for (const raw of rawOps) {
         now += raw.dt
-        const key = `k${raw.key}`
+        const key = keyName(raw.key)
         const cost = costOf(policy, raw.share)
         ops.push([key, now, cost])
         const at = `${key} at ${now} cost ${cost}`
@@ -797,7 +800,7 @@ t.test('the slot table grows past its first 1024 slots and keeps every state, fo
     const n = 3000
     let lengths = ''
     for (let i = 0; i < n; i++) {
-      if (limiter.consume(`c${i}`, 0, (i % 20) + 1) !== ADMITTED) t.fail(`c${i}`)
+      if (limiter.consume(keyName(i), 0, (i % 20) + 1) !== ADMITTED) t.fail(keyName(i))
       if (i === 1023) lengths += `${limiter.table.data.length / fields},`
       if (i === 1024) lengths += `${limiter.table.data.length / fields}`
     }
@@ -807,9 +810,9 @@ t.test('the slot table grows past its first 1024 slots and keeps every state, fo
     const slots = new Set<number>()
     let wrong = 0
     for (let i = 0; i < n; i++) {
-      slots.add(limiter.table.find(`c${i}`))
+      slots.add(limiter.table.find(keyName(i)))
       const spent = (i % 20) + 1
-      const verdict = limiter.consume(`c${i}`, 0, 1)
+      const verdict = limiter.consume(keyName(i), 0, 1)
       if (verdict !== (spent < 20 ? ADMITTED : LIMITED) || limiter.remaining !== Math.max(0, 19 - spent)) wrong++
     }
     t.equal(wrong, 0, `${algorithm}: every client kept its own state through the copies`)
@@ -945,7 +948,7 @@ function runTable (maxIdentities: number, ops: readonly TableOp[], check?: (tabl
       now += op.dt
       return
     }
-    const key = `k${op.key}`
+    const key = keyName(op.key)
     let slot = table.find(key)
     if (op.kind === 'new') {
       if (slot !== -1) return
@@ -979,7 +982,7 @@ t.test('property, StateTable: refuses only when full of live states, never drops
     const learned = new Learned()
     runTable(maxIdentities, ops, (table, index, now, reads) => {
       const op = ops[index] as Exclude<TableOp, { kind: 'tick' }>
-      const key = `k${op.key}`
+      const key = keyName(op.key)
       const at = `op ${index} (${JSON.stringify(op)}) at ${now}`
       if (op.kind === 'use') {
         if (reads !== 0) throw new Error(`${at}: a use read the table`)
@@ -1031,4 +1034,22 @@ t.test('property, StateTable: refuses only when full of live states, never drops
   t.ok(counts.exactWithoutLook > 5000, `${counts.exactWithoutLook} exact waits without a look`)
   t.ok(counts.exactAfterLook > 500, `${counts.exactAfterLook} exact waits after a look`)
   t.ok(counts.worst > 80, `${counts.worst} worst-case waits, each after the earliest state was used`)
+})
+
+t.test('StateTable.remove: an IPv4 key and any other key, each once; its slot is used again', async (t) => {
+  const table = new StateTable(1, 2, { recoversAt: () => Number.POSITIVE_INFINITY, worstRecovery: 5 })
+  const a = table.insert('192.168.0.1', 0)
+  const b = table.insert('client-b', 0)
+  t.equal(table.size, 2)
+  t.equal(table.find('192.168.0.1'), a)
+  t.equal(table.find('client-b'), b)
+  t.equal(table.insert('10.0.0.1', 0), -1, 'full')
+  t.equal(table.remove('192.168.0.1'), true)
+  t.equal(table.remove('192.168.0.1'), false)
+  t.equal(table.find('192.168.0.1'), -1)
+  t.equal(table.insert('10.0.0.1', 0), a, 'the freed slot')
+  t.equal(table.remove('client-b'), true)
+  t.equal(table.remove('client-b'), false)
+  t.equal(table.remove('192.168.000.1'), false, 'another key than 192.168.0.1')
+  t.equal(table.size, 1)
 })
