@@ -58,6 +58,19 @@ const refuse = (app: FastifyInstance): unknown => app.register(admission, { maxI
 const rlAdmit = (app: FastifyInstance): unknown => app.register(rateLimit, { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader })
 const rlRefuse = (app: FastifyInstance): unknown => app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: byHeader })
 
+// The floor of a refusal sent the Fastify way from a route's onRequest, with the plugin's body
+// and headers as constants: what the plugin's refusal costs beyond its own code.
+const REFUSAL_BODY = '{"statusCode":429,"error":"Too Many Requests","message":"Rate limit exceeded, retry in 3600 seconds"}'
+function refusalFloor (rateLimitHeaders: boolean): RouteShorthandOptions {
+  return {
+    onRequest: (_request, reply, _done) => {
+      if (rateLimitHeaders) reply.header('ratelimit-policy', '"default";q=1;w=3600').header('ratelimit', '"default";r=0;t=3600')
+      reply.code(429).header('retry-after', '3600').header('content-type', 'application/json; charset=utf-8').send(REFUSAL_BODY)
+    },
+    onResponse: emptyHook
+  }
+}
+
 export const VARIANTS: readonly CostVariant[] = [
   { name: 'bare', description: 'bare Fastify 5', status: 200 },
   { name: 'onrequest', description: 'one empty onRequest hook', status: 200, setup: (app) => app.addHook('onRequest', emptyHook) },
@@ -73,6 +86,9 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'rl-refuse', description: '@fastify/rate-limit 11 refusing (429)', status: 429, setup: rlRefuse },
   { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200, setup: (app) => app.register(underPressure) },
   { name: 'hdr-floor', description: 'empty onRequest + onResponse (route options), onRequest sets two constant RateLimit headers', status: 200, route: { onRequest: (_request, reply, done) => { reply.header('ratelimit-policy', '"default";q=1000000000;w=60').header('ratelimit', '"default";r=999999999;t=1'); done() }, onResponse: emptyHook } },
+  { name: 'refuse-noheaders', description: 'fastify-admission refusing (429), headers: false', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, headers: false }) },
+  { name: 'refuse-floor', description: 'route onRequest sends a constant 429 (retry-after, content-type, the JSON body) + empty onResponse', status: 429, byDefault: false, route: refusalFloor(false) },
+  { name: 'refuse-floor-hdr', description: 'refuse-floor plus two constant RateLimit headers', status: 429, byDefault: false, route: refusalFloor(true) },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
   { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },
