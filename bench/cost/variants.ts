@@ -71,6 +71,17 @@ function refusalFloor (rateLimitHeaders: boolean): RouteShorthandOptions {
   }
 }
 
+// The load's ids as IPv4 addresses (`c37` → `10.0.0.37`), or as strings of the same length that
+// are not (`k0.0.0.37`...): the two differ only in how the memory backend indexes the key.
+const asAddress = new Map<string, string>()
+const asOther = new Map<string, string>()
+for (let i = 0; i < 65_536; i++) {
+  asAddress.set(`c${i}`, `10.0.${i >> 8}.${i & 255}`)
+  asOther.set(`c${i}`, `k0.${i >> 8}.${i & 255}.0`)
+}
+const byAddress = (request: FastifyRequest): string => asAddress.get(byHeader(request))!
+const byOtherKey = (request: FastifyRequest): string => asOther.get(byHeader(request))!
+
 export const VARIANTS: readonly CostVariant[] = [
   { name: 'bare', description: 'bare Fastify 5', status: 200 },
   { name: 'onrequest', description: 'one empty onRequest hook', status: 200, setup: (app) => app.addHook('onRequest', emptyHook) },
@@ -89,6 +100,8 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'refuse-noheaders', description: 'fastify-admission refusing (429), headers: false', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, headers: false }) },
   { name: 'refuse-floor', description: 'route onRequest sends a constant 429 (retry-after, content-type, the JSON body) + empty onResponse', status: 429, byDefault: false, route: refusalFloor(false) },
   { name: 'refuse-floor-hdr', description: 'refuse-floor plus two constant RateLimit headers', status: 429, byDefault: false, route: refusalFloor(true) },
+  { name: 'admit-ipv4', description: 'as admit, keys that are IPv4 addresses (the memory backend\'s integer index)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byAddress }) },
+  { name: 'admit-strkey', description: 'as admit-ipv4, keys of the same length that are not addresses (its Map)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byOtherKey }) },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
   { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },
