@@ -3,6 +3,10 @@ import { adaptiveSample, adaptiveTick, newAdaptiveLimit, type AdaptiveLimit, typ
 import { ABORTED, HELD_SLOT, Permits, RUNNING } from './permits.js'
 import type { GateCounters } from './stats.js'
 
+/** A window is at least this long, ms, and holds at least this many samples. */
+export const WINDOW_MIN_MS = 5
+export const WINDOW_MIN_SAMPLES = 3
+
 /** A monotonic clock, ms (a double): `performance.now` unless a test passes its own. */
 export type Clock = () => number
 
@@ -28,6 +32,11 @@ export class AdaptivePermits extends Permits {
   private readonly options: AdaptiveLimitOptions
   private readonly clock: Clock
   private timer: NodeJS.Timeout | undefined = undefined
+  // The current sample window (see `sample`).
+  private windowStart = 0
+  private windowCount = 0
+  private windowSum = 0
+  private windowInFlight = 0
   private stopped = false
 
   constructor (fastify: FastifyInstance, global: GateCounters, options: AdaptiveLimitOptions, reserveShare: number, clock: Clock = () => performance.now()) {
@@ -60,24 +69,54 @@ export class AdaptivePermits extends Permits {
     super.responded(request, reply)
   }
 
-  /** One completed request's latency, ms, sampled with the in-flight count it completed at. */
+  /**
+   * One completed request's latency, ms, with the in-flight count it completed at. Samples are
+   * gathered into a window of at least one round trip (and WINDOW_MIN_MS, and WINDOW_MIN_SAMPLES),
+   * and the controller sees one sample per window: the window's mean RTT and its highest in-flight
+   * count. Fed every response, the controller would grow the limit by its step many times before
+   * the first response admitted under the new limit came back (measured on the downstream model:
+   * it overshot to 60-80 then collapsed to 6, five times a second); once per round trip is the
+   * cadence of congestion control (Vegas, Gradient2's windows), where each update sees the
+   * latency of the limit it set.
+   */
   sample (rtt: number): void {
-    const before = this.state
-    this.update(adaptiveSample(before, { rtt, inflight: this.global.inFlight, now: this.clock() }, this.options))
-    if (!before.probing && this.state.probing) this.arm()
+    const now = this.clock()
+    const inFlight = this.global.inFlight
+    if (this.windowCount === 0) {
+      this.windowStart = now
+      this.windowSum = 0
+      this.windowInFlight = 0
+    }
+    this.windowCount++
+    this.windowSum += rtt
+    if (inFlight > this.windowInFlight) this.windowInFlight = inFlight
+    if (this.windowCount < WINDOW_MIN_SAMPLES || now - this.windowStart < Math.max(WINDOW_MIN_MS, this.state.fast)) return
+    const mean = this.windowSum / this.windowCount
+    this.windowCount = 0
+    this.update(adaptiveSample(this.state, { rtt: mean, inflight: this.windowInFlight, now }, this.options))
   }
 
   private update (next: AdaptiveLimit): void {
+    const wasProbing = this.state.probing
     this.state = next
     if (next.limit !== this.limit) this.setLimit(next.limit)
+    if (next.probing !== wasProbing) {
+      if (next.probing) this.arm()
+      else this.disarm()
+    }
   }
 
   // Ends a probe with no samples: fires at the probe's longest (probeMaxMs, or three fast RTTs).
   private arm (): void {
-    if (this.timer !== undefined || this.stopped) return
+    if (this.stopped) return
     const wait = Math.max(this.options.probeMaxMs, 3 * this.state.fast) - (this.clock() - this.state.probeStart)
     this.timer = setTimeout(() => { this.tick() }, Math.max(1, Math.ceil(wait)))
     this.timer.unref()
+  }
+
+  private disarm (): void {
+    clearTimeout(this.timer)
+    this.timer = undefined
   }
 
   /** The timer's work: end an overdue probe; one still running (its longest grew) re-arms. */
@@ -89,7 +128,6 @@ export class AdaptivePermits extends Permits {
 
   override stop (): void {
     this.stopped = true
-    if (this.timer !== undefined) clearTimeout(this.timer)
-    this.timer = undefined
+    this.disarm()
   }
 }
