@@ -41,7 +41,7 @@ export interface AdmissionOptions {
    * shedding; `{ adaptive: true }`: a limit that follows the latency of the admitted requests.
    */
   maxInFlight?: number | false | AdaptiveInFlightOptions
-  /** The share of the in-flight limit kept for `critical` routes (default 0.1; from 0 to below 1). */
+  /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
   criticalReserve?: number
   /** The per-client rate limit; default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
   rateLimit?: RateLimitOptions | false

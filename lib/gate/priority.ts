@@ -18,7 +18,7 @@ export const PRIORITY_NAMES = ['normal', 'critical', 'sheddable'] as const
 export type PriorityName = typeof PRIORITY_NAMES[number]
 
 /** The default share of the in-flight limit kept for `critical` routes. */
-export const DEFAULT_CRITICAL_RESERVE = 0.1
+export const DEFAULT_CRITICAL_RESERVE = 0.2
 
 /** The reserve R for a limit L: floor(share * L), so that L - R >= 1 for any share below 1. */
 export function reserveOf (limit: number, share: number): number {

@@ -48,7 +48,7 @@ t.test('no configuration: starts at 20, shown in stats() and app.admission.limit
  * One round: as many requests as the limit admits start together and all take `ms` (the clock
  * moves while they wait), then complete: one window of samples at full utilization.
  */
-async function round (t: Test, a: FastifyInstance, release: { hold: ReturnType<typeof deferred> }, ms: number): Promise<void> {
+async function round (t: Test, a: FastifyInstance, release: { hold: { promise: Promise<void>, resolve: () => void } }, ms: number): Promise<void> {
   const k = a.admission.limit as number
   release.hold = deferred()
   const answers = Array.from({ length: k }, async () => await a.inject('/'))

@@ -24,7 +24,7 @@ t.test('maxInFlight: { adaptive: true } starts sane with nothing else', async (t
   const s = validateOptions({ maxInFlight: { adaptive: true } })
   t.same(s.maxInFlight, { adaptive: true, limit: adaptiveLimitOptions() })
   t.ok(Object.isFrozen(s.maxInFlight))
-  t.equal(s.criticalReserve, 0.1)
+  t.equal(s.criticalReserve, 0.2)
   const all = validateOptions({ maxInFlight: { adaptive: true, min: 2, max: 50, initial: 10, tolerance: 2, probeIntervalMs: 5000 }, criticalReserve: 0 })
   t.match(all.maxInFlight, { adaptive: true, limit: { min: 2, max: 50, initial: 10, tolerance: 2, probeIntervalMs: 5000, smoothing: 0.2 } })
   t.equal(all.criticalReserve, 0)
@@ -67,7 +67,7 @@ t.test('maxInFlight: what is not a limit', async (t) => {
 
 t.test('criticalReserve: a share below 1, only with a maxInFlight', async (t) => {
   t.equal(validateOptions({ maxInFlight: 8, criticalReserve: 0.5 }).criticalReserve, 0.5)
-  t.equal(validateOptions({ maxInFlight: 8 }).criticalReserve, 0.1, 'the default')
+  t.equal(validateOptions({ maxInFlight: 8 }).criticalReserve, 0.2, 'the default')
   t.equal(validateOptions({}).criticalReserve, 0, 'no gate: nothing to reserve')
   for (const [value, shown] of [[1, '1 (number)'], [-0.1, '-0.1 (number)'], [Number.NaN, 'NaN (number)'], ['0.1', "'0.1' (string)"], [null, 'null']] as const) {
     rejected(t, () => validateOptions({ maxInFlight: 8, criticalReserve: value }), 'criticalReserve', value, shown, 'a share of the in-flight limit, from 0 to below 1')
@@ -94,6 +94,6 @@ t.test('bad options fail registration; a bad priority fails ready()', async (t) 
   const other = Fastify()
   await other.register(admission, { maxInFlight: 4 })
   other.get('/x', { config: { admission: { priority: 'urgent' as 'critical' } } }, async () => 'x')
-  await t.rejects(other.ready(), { code: 'ADMISSION_INVALID_OPTION', path: 'config.admission of GET /x.priority' })
+  await t.rejects(async () => { await other.ready() }, { code: 'ADMISSION_INVALID_OPTION', path: 'config.admission of GET /x.priority' })
   await other.close()
 })

@@ -168,7 +168,7 @@ t.test('every option, valid', async (t) => {
   })
   t.strictSame({ ...s, rateLimit: { ...s.rateLimit } }, {
     maxInFlight: 512,
-    criticalReserve: 0.1,
+    criticalReserve: 0.2,
     rateLimit: { algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 20 },
     cost: 20,
     limitStatusCode: 503,

@@ -95,9 +95,9 @@ t.test('with the adaptive limit: the reserve is a share of the current limit', a
   t.equal(await send('/critical'), 503)
 })
 
-t.test('the default reserve is a tenth of the limit', async (t) => {
+t.test('the default reserve is a fifth of the limit', async (t) => {
   const { send } = await prioritized(t, { maxInFlight: 20 })
-  for (let i = 0; i < 18; i++) t.equal(await send('/sheddable'), 0)
+  for (let i = 0; i < 16; i++) t.equal(await send('/sheddable'), 0)
   t.equal(await send('/sheddable'), 503)
 })
 
