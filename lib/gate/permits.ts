@@ -148,8 +148,11 @@ export class Permits {
       global.inFlight = taken.n
       return this.hold(request, reply, gate, HELD_ROUTE | HELD_GLOBAL)
     }
-    if (global.inFlight >= this.limit && this.critical >= this.reserve) return false
-    global.inFlight++
+    // Below its reserve, critical may go R beyond the limit (the others never exceed L, so that is
+    // "always", unless an adaptive limit just fell); at its reserve, it stops at L like `normal`.
+    const taken = acquire(global.inFlight, this.critical < this.reserve ? this.limit + this.reserve : this.limit)
+    if (!taken.ok) return false
+    global.inFlight = taken.n
     this.critical++
     return this.hold(request, reply, gate, HELD_ROUTE | HELD_CRITICAL)
   }
