@@ -71,9 +71,12 @@ export class AdaptivePermits extends Permits {
 
   /**
    * One completed request's latency, ms, with the in-flight count it completed at. Samples are
-   * gathered into a window of at least one round trip (and WINDOW_MIN_MS, and WINDOW_MIN_SAMPLES),
-   * and the controller sees one sample per window: the window's mean RTT and its highest in-flight
-   * count. Fed every response, the controller would grow the limit by its step many times before
+   * gathered into a window of one round trip (the fast RTT; at least WINDOW_MIN_MS and
+   * WINDOW_MIN_SAMPLES), and the controller sees one sample per window: the window's mean RTT and
+   * mean in-flight count (the highest let the limit creep to three times the in-flight count at
+   * 0.8 C on a spike or two per window, and a slowdown then met a queue of that size). Capping the
+   * window at twice the no-load RTT, to answer a slowdown faster, took the limit to its floor (6)
+   * within the step's 10 s, below the pool it protects, until a probe: one round trip it is. Fed every response, the controller would grow the limit by its step many times before
    * the first response admitted under the new limit came back (measured on the downstream model:
    * it overshot to 60-80 then collapsed to 6, five times a second); once per round trip is the
    * cadence of congestion control (Vegas, Gradient2's windows), where each update sees the
@@ -89,11 +92,11 @@ export class AdaptivePermits extends Permits {
     }
     this.windowCount++
     this.windowSum += rtt
-    if (inFlight > this.windowInFlight) this.windowInFlight = inFlight
+    this.windowInFlight += inFlight
     if (this.windowCount < WINDOW_MIN_SAMPLES || now - this.windowStart < Math.max(WINDOW_MIN_MS, this.state.fast)) return
-    const mean = this.windowSum / this.windowCount
+    const count = this.windowCount
     this.windowCount = 0
-    this.update(adaptiveSample(this.state, { rtt: mean, inflight: this.windowInFlight, now }, this.options))
+    this.update(adaptiveSample(this.state, { rtt: this.windowSum / count, inflight: this.windowInFlight / count, now }, this.options))
   }
 
   private update (next: AdaptiveLimit): void {
