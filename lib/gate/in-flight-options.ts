@@ -32,6 +32,13 @@ const complain = AdmissionOptionError.complain
 const EXPECTED = 'a positive safe integer or false, or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }'
 const ADAPTIVE_SHAPE = { keys: ['adaptive', 'min', 'max', 'initial', 'tolerance', 'probeIntervalMs'], expected: '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
 const DEFAULTS = adaptiveLimitOptions()
+/**
+ * The gate feeds the controller one sample per window of a round trip, each already a mean of
+ * several responses (adaptive-permits.ts), so its short-term RTT may move faster than the core's
+ * per-response default (0.1): at 0.1 per window, the RTT took 2-3 s to fall back after the step's
+ * slowdown ended, and the limit, which does not grow while the RTT falls, shed a quarter of 0.8 C meanwhile.
+ */
+export const WINDOW_FAST_WEIGHT = 0.3
 
 function adaptiveOption (path: string, value: object): AdaptiveSettings {
   const input = exactObject(complain, path, value, ADAPTIVE_SHAPE)
@@ -47,7 +54,7 @@ function adaptiveOption (path: string, value: object): AdaptiveSettings {
   if (initial < min || initial > max) throw new AdmissionOptionError(`${path}.initial`, `from min to max (${min} to ${max})`, initial)
   const tolerance = input.tolerance === undefined ? DEFAULTS.tolerance : numberInRange(complain, `${path}.tolerance`, input.tolerance, 1, 10, 'a number from 1 to 10')
   const probeIntervalMs = input.probeIntervalMs === undefined ? DEFAULTS.probeIntervalMs : positiveInteger(complain, `${path}.probeIntervalMs`, input.probeIntervalMs)
-  return Object.freeze({ adaptive: true, limit: adaptiveLimitOptions({ min, max, initial, tolerance, probeIntervalMs }) })
+  return Object.freeze({ adaptive: true, limit: adaptiveLimitOptions({ min, max, initial, tolerance, probeIntervalMs, fastWeight: WINDOW_FAST_WEIGHT }) })
 }
 
 /** The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default) or the adaptive one. */

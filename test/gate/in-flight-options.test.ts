@@ -4,6 +4,7 @@ import { validateOptions, validateRouteOptions } from '../../lib/gate/options.js
 import { AdmissionOptionError } from '../../lib/gate/errors.js'
 import admission from '../../lib/index.js'
 import { adaptiveLimitOptions } from '../../lib/core/adaptive/limit.js'
+import { WINDOW_FAST_WEIGHT } from '../../lib/gate/in-flight-options.js'
 
 // The adaptive `maxInFlight`, `criticalReserve` and a route's `priority`: checked at registration
 // (routes at ready()), each refusal an AdmissionOptionError naming the option and showing the value.
@@ -22,7 +23,7 @@ function rejected (t: Test, fn: () => unknown, path: string, value: unknown, sho
 
 t.test('maxInFlight: { adaptive: true } starts sane with nothing else', async (t) => {
   const s = validateOptions({ maxInFlight: { adaptive: true } })
-  t.same(s.maxInFlight, { adaptive: true, limit: adaptiveLimitOptions() })
+  t.same(s.maxInFlight, { adaptive: true, limit: adaptiveLimitOptions({ fastWeight: WINDOW_FAST_WEIGHT }) }, "the core's defaults, but for the fast RTT's weight per window")
   t.ok(Object.isFrozen(s.maxInFlight))
   t.equal(s.criticalReserve, 0.2)
   const all = validateOptions({ maxInFlight: { adaptive: true, min: 2, max: 50, initial: 10, tolerance: 2, probeIntervalMs: 5000 }, criticalReserve: 0 })
