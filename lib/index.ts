@@ -3,6 +3,8 @@ import { admissionPlugin } from './gate/plugin.js'
 export { admissionPlugin as admission }
 export { AdmissionError, AdmissionOptionError, AdmissionKeyError } from './gate/errors.js'
 export type { AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
+export type { AdaptiveInFlightOptions } from './gate/in-flight-options.js'
+export type { PriorityName as AdmissionPriority } from './gate/priority.js'
 export type { AdmissionDecorator, AdmissionRegistry } from './gate/decorator.js'
 export type { AdmissionStats, GateCounters } from './gate/stats.js'
 

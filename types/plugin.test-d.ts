@@ -7,7 +7,9 @@ import admission, {
   AdmissionOptionError,
   type AdmissionOptions,
   type AdmissionStats,
-  type AdmissionRouteOptions
+  type AdmissionRouteOptions,
+  type AdaptiveInFlightOptions,
+  type AdmissionPriority
 } from 'fastify-admission'
 
 const app = Fastify()
@@ -48,6 +50,23 @@ void inFlight; void perRoute
 const error: AdmissionError = new AdmissionOptionError('maxInFlight', 'a positive safe integer', 0)
 const code: string = error.code
 void code
+
+// The adaptive limit and priorities.
+const adaptive: AdaptiveInFlightOptions = { adaptive: true, min: 2, max: 200, initial: 20, tolerance: 1.5, probeIntervalMs: 5000 }
+await app.register(admission, { maxInFlight: adaptive, criticalReserve: 0.25 })
+await app.register(admission, { maxInFlight: { adaptive: true } })
+// @ts-expect-error adaptive is true (a fixed limit is a number)
+await app.register(admission, { maxInFlight: { adaptive: false } })
+// @ts-expect-error no such adaptive option
+await app.register(admission, { maxInFlight: { adaptive: true, smoothing: 0.5 } })
+const priority: AdmissionPriority = 'critical'
+app.get('/checkout', { config: { admission: { priority } } }, async () => 'ok')
+// @ts-expect-error critical, normal or sheddable
+const badPriority: FastifyContextConfig = { admission: { priority: 'high' } }
+void badPriority
+const limit: number | false = app.admission.limit
+const statsLimit: number | false = stats.limit
+void limit; void statsLimit
 
 const options: AdmissionOptions = { cost: 1 }
 const route: AdmissionRouteOptions = { rateLimit: false }

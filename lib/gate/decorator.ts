@@ -27,6 +27,11 @@ export interface AdmissionDecorator {
   readonly address: string
   /** A snapshot of the counters. */
   stats (): AdmissionStats
+  /**
+   * The global in-flight limit now, for metrics: `maxInFlight` as given, or the adaptive limit's
+   * current value (it moves with the measured latency); `false` without a global gate.
+   */
+  readonly limit: number | false
   /** The registry of the quota that routes without a `rateLimit` of their own share. */
   readonly registry: AdmissionRegistry
   /** The registry of a route's quota (its own, or the shared one), by `METHOD /url` as in `stats().routes`; undefined for a route without one. */
@@ -70,8 +75,8 @@ function checkedKey (key: unknown): string {
   return key
 }
 
-export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend): AdmissionStats {
+export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend, limit: number): AdmissionStats {
   const routes: Record<string, GateCounters> = {}
   for (const gate of gates) routes[gate.name] = copyCounters(gate.counters)
-  return { ...copyCounters(global), identities: backend.identities ?? 0, routes }
+  return { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, routes }
 }

@@ -8,6 +8,7 @@ import { clientKey, gateKey } from './client-key.js'
 import { decorateAdmission, registryOver, statsOf, type AdmissionDecorator } from './decorator.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options.js'
 import { validateOptions } from './options.js'
+import { AdaptivePermits } from './adaptive-permits.js'
 import { Permits } from './permits.js'
 import { Quotas } from './quotas.js'
 import { RateCheck } from './rate-check.js'
@@ -58,7 +59,8 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     return
   }
   const global = newCounters()
-  const permits = new Permits(fastify, global, settings.maxInFlight === false ? 0 : settings.maxInFlight)
+  const permits = permitsFor(fastify, global, settings)
+  fastify.addHook('onClose', (_instance, closed) => { permits.stop(); closed() })
   const check = new RateCheck(settings, global, permits, fastify.log)
   const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
@@ -73,7 +75,8 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     : gateKey
   decorateAdmission(fastify, Object.freeze({
     address,
-    stats: () => statsOf(global, wiring.gates.values(), backend),
+    stats: () => statsOf(global, wiring.gates.values(), backend, permits.currentLimit),
+    get limit () { return permits.currentLimit === 0 ? false : permits.currentLimit },
     registry: registryOver(shared, toKey),
     registryOf: (route: string) => {
       const gate = wiring.gates.get(route)
@@ -86,6 +89,14 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     }
   } satisfies AdmissionDecorator))
   done()
+}
+
+/** The permits of the global gate: chosen here, so that a fixed limit never runs the adaptive one's code. */
+function permitsFor (fastify: FastifyInstance, global: ReturnType<typeof newCounters>, settings: Settings): Permits {
+  const inFlight = settings.maxInFlight
+  if (inFlight === false) return new Permits(fastify, global, 0)
+  if (typeof inFlight === 'number') return new Permits(fastify, global, inFlight, settings.criticalReserve)
+  return new AdaptivePermits(fastify, global, inFlight.limit, settings.criticalReserve)
 }
 
 export const admissionPlugin = fp(admission, { fastify: '5.x', name: 'fastify-admission' })

@@ -4,6 +4,7 @@ import { validateRouteOptions, type Settings } from './options.js'
 import type { Handler, Permits } from './permits.js'
 import type { Quotas } from './quotas.js'
 import type { RateCheck } from './rate-check.js'
+import { NORMAL, PRIORITY_NAMES, type Priority } from './priority.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 
 type Hook = (...args: never[]) => unknown
@@ -63,11 +64,18 @@ export class RouteWiring {
     const permits = this.permits
     const check = this.check
     const admitGate = gate
-    const onRequest = function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
-      else if (admitGate.limiter === undefined) check.admit(admitGate, done)
-      else check.run(request, reply, admitGate, done)
-    }
+    // The hook is chosen here: a `normal` route's path is the one it was before priorities.
+    const onRequest = gate.priority === NORMAL
+      ? function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+        if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
+        else if (admitGate.limiter === undefined) check.admit(admitGate, done)
+        else check.run(request, reply, admitGate, done)
+      }
+      : function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+        if (!permits.takePrioritized(request, reply, admitGate)) check.shed(request, reply, admitGate)
+        else if (admitGate.limiter === undefined) check.admit(admitGate, done)
+        else check.run(request, reply, admitGate, done)
+      }
     route.onRequest = first(onRequest, route.onRequest) as RouteOptions['onRequest']
     route.onResponse = first(this.onResponse, route.onResponse) as RouteOptions['onResponse']
     route.handler = this.permits.watch(route.handler as Handler, gate.waitsForHandler)
@@ -81,8 +89,9 @@ export class RouteWiring {
       const parsed = own === undefined ? undefined : validateRouteOptions(own, name, settings)
       if (parsed === false) return false
       if (parsed === undefined) return routeGate(name, false, this.shared, settings.rateLimit, settings.cost, settings.headers, waits)
-      if (parsed.rateLimit === undefined) return routeGate(name, parsed.maxInFlight, this.shared, settings.rateLimit, parsed.cost, settings.headers, waits)
-      return routeGate(name, parsed.maxInFlight, this.quotas.open(name, parsed.rateLimit), parsed.rateLimit, parsed.cost, settings.headers, waits)
+      const priority = PRIORITY_NAMES.indexOf(parsed.priority) as Priority
+      if (parsed.rateLimit === undefined) return routeGate(name, parsed.maxInFlight, this.shared, settings.rateLimit, parsed.cost, settings.headers, waits, priority)
+      return routeGate(name, parsed.maxInFlight, this.quotas.open(name, parsed.rateLimit), parsed.rateLimit, parsed.cost, settings.headers, waits, priority)
     } catch (error) {
       this.errors.push(error as Error)
       return false

@@ -16,6 +16,8 @@ export interface GateCounters {
 }
 
 export interface AdmissionStats extends GateCounters {
+  /** The global in-flight limit now (the adaptive limit's current value), or `false` without one. */
+  limit: number | false
   /** Identities with live state in this process's memory backend, over all its limiters (0 on Redis). */
   identities: number
   /** Counters per route, keyed `METHOD /url`; requests that matched no route count under `404`. */
