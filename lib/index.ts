@@ -5,6 +5,9 @@ export { AdmissionError, AdmissionOptionError, AdmissionKeyError } from './gate/
 export type { AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
 export type { AdmissionDecorator, AdmissionRegistry } from './gate/decorator.js'
 export type { AdmissionStats, GateCounters } from './gate/stats.js'
+export type { PressureOptions, PressureHandler, QueueDelayOptions, StatusRouteOptions } from './pressure/options.js'
+export type { PressureCounts, PressureStatus, ShedReason } from './pressure/pressure.js'
+export type { PressureReadings, Signal } from './pressure/signals.js'
 
 export { memoryBackend, MemoryBackend } from './backends/memory/memory-backend.js'
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js'

@@ -134,12 +134,12 @@ export class RateCheck {
     refuse(reply, 503, wait === undefined ? 1 : Math.max(1, Math.ceil(wait / 1000)), this.settings.responseBody, 'Service temporarily unavailable')
   }
 
-  /** A 503 for a full in-flight gate. */
-  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): void {
+  /** A 503 for a full in-flight gate, or for pressure (its own `Retry-After` and message). */
+  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retrySeconds = 1, message = 'Server is at capacity'): void {
     this.global.shed++
     gate.counters.shed++
     if (this.settings.onShed !== undefined) this.settings.onShed(request)
-    refuse(reply, 503, 1, this.settings.responseBody, 'Server is at capacity')
+    refuse(reply, 503, retrySeconds, this.settings.responseBody, message)
   }
 }
 
