@@ -1,35 +1,64 @@
 import { performance } from 'node:perf_hooks'
-import { codelSample, codelShare, newCodel, type Codel } from '../core/index.js'
+import { codelSample, newCodel, type Codel } from '../core/index.js'
 import type { QueueDelaySettings } from './options.js'
 
 /**
- * The queueing delay of the event loop, measured as a timer's lateness, fed into the pure CoDel
- * controller (`lib/core/adaptive/codel.ts`). Why a timer and not each request's age: Node does not
- * tell when a request's bytes arrived (they wait in the socket's kernel buffer, where the work of
- * a CPU-bound server queues), so the age seen in `onRequest` would start at the parse and miss the
- * wait. A timer due at `t` that runs at `t + d` was held back by `d` ms of other work: a request
- * whose bytes arrived at `t` waited about as long before the loop came to it. One timer, unref'd,
- * every `intervalMs / 10` ms (10 ms by default), so that an interval holds about ten samples.
+ * Shedding on queueing delay, for work that queues in the event loop (synchronous CPU: the
+ * in-flight count stays at one or two while the backlog waits in the sockets' kernel buffers).
+ * Two measures, each a lower bound of how long a request waited, and the CoDel controller:
  *
- * The request hook reads `codel.shed` (0 when not shedding): nothing else per request.
+ * - **The loop's lateness**, off the request path: a timer every `intervalMs / 10` ms (10 ms by
+ *   default), unref'd; a tick due at `t` that runs at `t + d` was held back by `d` ms of other work,
+ *   as was a request whose bytes arrived at `t`. The samples go into the pure CoDel controller
+ *   (`lib/core/adaptive/codel.ts`): above `targetMs` for a whole `intervalMs` is a standing queue
+ *   (a burst the server absorbs within an interval is not), and while it stands the control law
+ *   counts up, faster the longer it lasts (its `count`).
+ * - **Each request's age in its turn of the loop**: Node does not say when a request's bytes
+ *   arrived, but every socket read in one turn of the loop was ready when the turn's poll began,
+ *   so a request parsed `a` ms after the turn's first request had waited at least `a` ms (one clock
+ *   read per request; a `setImmediate` per turn marks its end). Under a CPU-bound overload a turn
+ *   reads hundreds of requests and runs for hundreds of ms: the requests late in it have waited.
+ *
+ * A request older than the **cut** is shed. The cut is `intervalMs` while the controller has no
+ * live count (nothing but a request that waited a whole interval is shed, so bursts pass), and
+ * `intervalMs / sqrt(count)` once it has, never under `targetMs`: CoDel's control law, applied to
+ * how long a request may wait instead of how often to drop. With the core's defaults the count
+ * stops at 81 (its share cap), so the cut settles at 100 / 9 ≈ 11 ms after about 2 s of standing
+ * queue. The count lives on between the controller's episodes (for 16 intervals after its last
+ * step, as the controller itself resumes from it), so a cut turn whose lateness dips under the
+ * target does not reopen the gates.
+ *
+ * It sheds the requests that waited, not a share of all: the ones served are the fresh ones, so
+ * their latency stays near the cut. Why not CoDel's shed share (`codelSheds`): under an open-loop
+ * overload a share sheds requests whatever their age, so those served still wait behind the whole
+ * turn, and CoDel's exit at the first sample under target drops the share to 0 while the offered
+ * load goes on (the README has the measurements).
  */
 export class DelayProbe {
   codel: Codel = newCodel()
   /** The latest lateness measured, ms. */
   delayMs = 0
+  /** A request that waited longer than this in its turn of the loop is shed, ms. */
+  cutMs: number
   readonly periodMs: number
+  readonly clock: () => number
+  private readonly targetMs: number
+  private readonly intervalMs: number
   private readonly settings: QueueDelaySettings
-  private readonly clock: () => number
-  private readonly changed: () => void
   private timer: NodeJS.Timeout | undefined
   private due = 0
+  /** The clock at the first request of this turn of the loop, and whether a turn is open. */
+  private turnStart = 0
+  private turnOpen = false
+  private readonly endTurn = (): void => { this.turnOpen = false }
 
-  /** `changed` runs after a sample starts or stops shedding, or changes the share. */
-  constructor (settings: QueueDelaySettings, changed: () => void) {
+  constructor (settings: QueueDelaySettings) {
     this.settings = settings
     this.clock = settings.clock ?? (() => performance.now())
-    this.changed = changed
-    this.periodMs = Math.max(1, Math.floor(settings.codel.intervalMs / 10))
+    this.targetMs = settings.codel.targetMs
+    this.intervalMs = settings.codel.intervalMs
+    this.periodMs = Math.max(1, Math.floor(this.intervalMs / 10))
+    this.cutMs = this.intervalMs
   }
 
   start (): void {
@@ -44,19 +73,28 @@ export class DelayProbe {
     clearTimeout(this.timer)
   }
 
-  /** One sample: how late this tick is, into the controller. */
+  /** One sample of the loop's lateness, into the controller. */
   tick (): void {
     const now = this.clock()
     // A clock that steps back (a fake one) measures no delay.
     this.delayMs = Math.max(0, now - this.due)
     this.due = now + this.periodMs
-    const before = this.codel.shed
-    this.codel = codelSample(this.codel, { delay: this.delayMs, now }, this.settings.codel)
-    if (this.codel.shed !== before) this.changed()
+    const codel = codelSample(this.codel, { delay: this.delayMs, now }, this.settings.codel)
+    this.codel = codel
+    // The controller resumes from its count within 16 intervals of its last step; so does the cut.
+    const live = codel.count > 0 && now - codel.nextAt < 16 * this.intervalMs
+    this.cutMs = live ? Math.max(this.targetMs, this.intervalMs / Math.sqrt(codel.count)) : this.intervalMs
   }
 
-  /** The share shed now, in [0, 1]. */
-  get share (): number {
-    return codelShare(this.codel)
+  /** Whether the request being read now has waited too long: true to shed it. */
+  sheds (): boolean {
+    const now = this.clock()
+    if (!this.turnOpen) {
+      this.turnOpen = true
+      this.turnStart = now
+      setImmediate(this.endTurn)
+      return false
+    }
+    return now - this.turnStart > this.cutMs
   }
 }

@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { codelSheds, SHED_SCALE } from '../core/index.js'
 import type { RateCheck } from '../gate/rate-check.js'
 import type { RouteGate } from '../gate/route-gate.js'
 import { DelayProbe } from './delay-probe.js'
@@ -29,8 +28,12 @@ export interface PressureStatus {
   /** The latest readings (with `pressure`), and the limits they are held to. */
   readonly readings?: PressureReadings
   readonly limits?: Readonly<Partial<Record<Signal, number>>>
-  /** The queueing-delay controller (with `queueDelay`): whether it sheds, which share, the latest delay. */
-  readonly queueDelay?: { readonly shedding: boolean, readonly share: number, readonly delayMs: number, readonly targetMs: number, readonly intervalMs: number }
+  /**
+   * The queueing-delay shedder (with `queueDelay`): whether the CoDel controller sees a standing
+   * queue (the loop's lateness above `targetMs` for an interval), the latest lateness, and the cut:
+   * requests that waited longer in their turn of the loop are shed.
+   */
+  readonly queueDelay?: { readonly standing: boolean, readonly delayMs: number, readonly cutMs: number, readonly targetMs: number, readonly intervalMs: number }
   readonly counts: PressureCounts
 }
 
@@ -45,7 +48,7 @@ function zeroCounts (): Record<ShedReason, number> {
  * decides; the samplers update it from their timers.
  */
 export class Pressure {
-  /** Non-zero while anything may shed: the one field a request reads when nothing does. */
+  /** Non-zero while anything may shed (always with `queueDelay`): the one field a request reads when nothing does. */
   active = 0
   readonly sampler: Sampler | undefined
   readonly probe: DelayProbe | undefined
@@ -54,8 +57,6 @@ export class Pressure {
   private readonly check: RateCheck
   private readonly shedBy = zeroCounts()
   private handled = 0
-  /** Numbers requests for the controller's deterministic shedding (`codelSheds`). */
-  private counter = 0
   private readonly queueRetry: number
 
   constructor (fastify: FastifyInstance, settings: PressureSettings | undefined, queue: QueueDelaySettings | undefined, check: RateCheck) {
@@ -64,10 +65,10 @@ export class Pressure {
     this.check = check
     const changed = (): void => { this.refresh() }
     this.sampler = settings === undefined ? undefined : new Sampler(settings, fastify, changed)
-    this.probe = queue === undefined ? undefined : new DelayProbe(queue, changed)
-    // Shedding goes on at least until a sample comes in under target, and an episode lasts an
-    // interval at least: never less than a second, the header's unit.
+    this.probe = queue === undefined ? undefined : new DelayProbe(queue)
+    // A standing queue lasts an interval at least: never less than a second, the header's unit.
     this.queueRetry = queue === undefined ? 1 : Math.max(1, Math.ceil(queue.codel.intervalMs / 1000))
+    this.refresh()
     fastify.addHook('onReady', async () => {
       await this.sampler?.start()
       this.probe?.start()
@@ -80,7 +81,7 @@ export class Pressure {
   }
 
   private refresh (): void {
-    this.active = (this.sampler?.over === undefined ? 0 : 1) | (this.probe === undefined || this.probe.codel.shed === 0 ? 0 : 2)
+    this.active = (this.sampler?.over === undefined ? 0 : 1) | (this.probe === undefined ? 0 : 2)
   }
 
   /** The route's `onRequest`: the pressure step, then the gate's own (shed, then limit). */
@@ -92,16 +93,14 @@ export class Pressure {
     }
   }
 
-  /** Something may shed: a signal over its limit sheds all; the controller, its share. */
+  /** Something may shed: a signal over its limit sheds all; the queue-delay shedder, the requests that waited too long. */
   decide (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, done: HookHandlerDoneFunction, next: GateHook): void {
     const over = this.sampler?.over
     if (over !== undefined) {
       this.underPressure(request, reply, gate, done, next, over)
       return
     }
-    const counter = this.counter
-    this.counter = (counter + 1) % SHED_SCALE
-    if (codelSheds(this.probe!.codel, counter)) {
+    if (this.probe!.sheds()) {
       this.shedBy.queueDelay++
       this.check.shed(request, reply, gate, this.queueRetry, 'Server is overloaded')
     } else {
@@ -149,7 +148,7 @@ export class Pressure {
       ...(sampler === undefined ? {} : { readings: { ...sampler.readings }, limits: { ...limits } }),
       ...(probe === undefined
         ? {}
-        : { queueDelay: { shedding: probe.codel.shed !== 0, share: probe.share, delayMs: probe.delayMs, targetMs: this.queue!.codel.targetMs, intervalMs: this.queue!.codel.intervalMs } }),
+        : { queueDelay: { standing: probe.codel.shedding, delayMs: probe.delayMs, cutMs: probe.cutMs, targetMs: this.queue!.codel.targetMs, intervalMs: this.queue!.codel.intervalMs } }),
       counts: this.counts()
     }
   }

@@ -86,6 +86,7 @@ t.test('pressureHandler is called instead of the 503, with the signal and its va
       pressureHandler: (request, reply, type, value) => {
         calls.push([type, value])
         if (mode === 'nullish') return undefined
+        if (mode === 'null') return null
         if (mode === 'send') { void reply.code(507).send('handled'); return undefined }
         if (mode === 'value') return { busy: true }
         if (mode === 'promise') return Promise.resolve()
@@ -98,12 +99,13 @@ t.test('pressureHandler is called instead of the 503, with the signal and its va
   t.teardown(() => app.close())
   await source.set({ heapUsedBytes: 10_001 })
   const answers: Record<string, [number, string]> = {}
-  for (mode of ['nullish', 'send', 'value', 'promise', 'promise-send', 'reject', 'throw']) {
+  for (mode of ['nullish', 'null', 'send', 'value', 'promise', 'promise-send', 'reject', 'throw']) {
     const res = await app.inject('/')
     answers[mode] = [res.statusCode, res.statusCode === 500 ? res.json().message : res.body]
   }
   t.same(answers, {
     nullish: [200, 'ok'],
+    null: [200, 'ok'],
     send: [507, 'handled'],
     value: [200, '{"busy":true}'],
     promise: [200, 'ok'],
@@ -112,8 +114,8 @@ t.test('pressureHandler is called instead of the 503, with the signal and its va
     throw: [500, 'the handler threw']
   }, 'nullish or a promise: the request goes on through the gate; a value is the answer; a failure is an error')
   t.same(calls[0], ['heapUsedBytes', 10_001])
-  t.equal(calls.length, 7)
-  t.match(app.admission.stats(), { admitted: 2, shed: 0, pressure: { handled: 7 } })
+  t.equal(calls.length, 8)
+  t.match(app.admission.stats(), { admitted: 3, shed: 0, pressure: { handled: 8 } })
 })
 
 t.test('healthCheck: unhealthy until it passes; a throw is unhealthy and logged; its interval re-runs it', async (t) => {
@@ -212,5 +214,15 @@ t.test('off costs nothing: no pressure options, no timer, no status, the gate\'s
   t.ok(plain!.includes('permits.take'), 'off: the gate\'s own hook')
   t.ok(wrapped!.includes('pressure.active'), 'on: the pressure step, then the gate\'s hook')
   t.equal((await on.inject('/')).statusCode, 200)
-  t.match(on.admission.pressure(), { underPressure: false, readings: { heapUsedBytes: Number }, queueDelay: { shedding: false } })
+  t.match(on.admission.pressure(), { underPressure: false, readings: { heapUsedBytes: Number }, queueDelay: { standing: false, cutMs: 100 } })
+})
+
+t.test('pressureHandler on a failed health check: the signal healthCheck, no value', async (t) => {
+  const calls: unknown[] = []
+  const app = await appWith({
+    pressure: { healthCheck: () => false, exposeStatusRoute: true, pressureHandler: (_request, _reply, type, value) => { calls.push(type, value); return 'degraded' } }
+  })
+  t.teardown(() => app.close())
+  t.equal((await app.inject('/')).body, 'degraded')
+  t.same(calls, ['healthCheck', undefined])
 })
