@@ -21,12 +21,12 @@ import type { QueueDelaySettings } from './options.js'
  *
  * A request older than the **cut** is shed. The cut is `intervalMs` while the controller has no
  * live count (nothing but a request that waited a whole interval is shed, so bursts pass), and
- * `intervalMs / sqrt(count)` once it has, never under `targetMs`: CoDel's control law, applied to
- * how long a request may wait instead of how often to drop. With the core's defaults the count
- * stops at 81 (its share cap), so the cut settles at 100 / 9 ≈ 11 ms after about 2 s of standing
- * queue. The count lives on between the controller's episodes (for 16 intervals after its last
- * step, as the controller itself resumes from it), so a cut turn whose lateness dips under the
- * target does not reopen the gates.
+ * `intervalMs / count` once it has, never under `targetMs`: the longer the standing queue lasts
+ * (CoDel's control law counts faster and faster), the less a request may wait. With the defaults
+ * it halves after 100 ms of standing queue and reaches the 5 ms target after about 0.8 s (count
+ * 20). The count lives on between the controller's episodes (for 16 intervals after its last step,
+ * as the controller itself resumes from it), so a cut turn whose lateness dips under the target
+ * does not reopen the gates.
  *
  * It sheds the requests that waited, not a share of all: the ones served are the fresh ones, so
  * their latency stays near the cut. Why not CoDel's shed share (`codelSheds`): under an open-loop
@@ -83,7 +83,7 @@ export class DelayProbe {
     this.codel = codel
     // The controller resumes from its count within 16 intervals of its last step; so does the cut.
     const live = codel.count > 0 && now - codel.nextAt < 16 * this.intervalMs
-    this.cutMs = live ? Math.max(this.targetMs, this.intervalMs / Math.sqrt(codel.count)) : this.intervalMs
+    this.cutMs = live ? Math.max(this.targetMs, this.intervalMs / codel.count) : this.intervalMs
   }
 
   /** Whether the request being read now has waited too long: true to shed it. */

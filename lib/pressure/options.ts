@@ -40,7 +40,7 @@ export interface StatusRouteOptions {
   /** Default `/status`. */
   url?: string
   /** Route options of Fastify (not `url`, `method`, `handler` or `schema`). */
-  routeOpts?: Omit<RouteShorthandOptions, 'schema'> & Record<string, unknown>
+  routeOpts?: Omit<RouteShorthandOptions, 'schema' | 'config'> & { config?: Record<string, unknown> }
   /** The route's `schema`. */
   routeSchemaOpts?: Record<string, unknown>
 }
