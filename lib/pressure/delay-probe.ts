@@ -9,7 +9,10 @@ import type { QueueDelaySettings } from './options.js'
  *
  * - **The loop's lateness**, off the request path: a timer every `intervalMs / 10` ms (10 ms by
  *   default), unref'd; a tick due at `t` that runs at `t + d` was held back by `d` ms of other work,
- *   as was a request whose bytes arrived at `t`. The samples go into the pure CoDel controller
+ *   as was a request whose bytes arrived at `t`; or, when longer, the longest turn of the loop that
+ *   read requests since the last tick (a request that arrived as it began waited it out: once the
+ *   cut below keeps turns short, a tick often falls between them and measures little, while every
+ *   turn still runs past the target). The samples go into the pure CoDel controller
  *   (`lib/core/adaptive/codel.ts`): above `targetMs` for a whole `intervalMs` is a standing queue
  *   (a burst the server absorbs within an interval is not), and while it stands the control law
  *   counts up, faster the longer it lasts (its `count`).
@@ -47,10 +50,17 @@ export class DelayProbe {
   private readonly settings: QueueDelaySettings
   private timer: NodeJS.Timeout | undefined
   private due = 0
-  /** The clock at the first request of this turn of the loop, and whether a turn is open. */
+  /** The clock at the first and the latest request of this turn of the loop, and whether a turn is open. */
   private turnStart = 0
+  private turnLast = 0
   private turnOpen = false
-  private readonly endTurn = (): void => { this.turnOpen = false }
+  /** The longest turn that read requests since the last tick, ms. */
+  private longestTurn = 0
+  private readonly endTurn = (): void => {
+    this.turnOpen = false
+    const length = this.turnLast - this.turnStart
+    if (length > this.longestTurn) this.longestTurn = length
+  }
 
   constructor (settings: QueueDelaySettings) {
     this.settings = settings
@@ -73,11 +83,15 @@ export class DelayProbe {
     clearTimeout(this.timer)
   }
 
-  /** One sample of the loop's lateness, into the controller. */
+  /**
+   * One sample into the controller: the tick's lateness, or the longest turn that read requests
+   * since the last tick if longer (a request that arrived as that turn began waited it out).
+   */
   tick (): void {
     const now = this.clock()
     // A clock that steps back (a fake one) measures no delay.
-    this.delayMs = Math.max(0, now - this.due)
+    this.delayMs = Math.max(0, now - this.due, this.longestTurn)
+    this.longestTurn = 0
     this.due = now + this.periodMs
     const codel = codelSample(this.codel, { delay: this.delayMs, now }, this.settings.codel)
     this.codel = codel
@@ -89,6 +103,7 @@ export class DelayProbe {
   /** Whether the request being read now has waited too long: true to shed it. */
   sheds (): boolean {
     const now = this.clock()
+    this.turnLast = now
     if (!this.turnOpen) {
       this.turnOpen = true
       this.turnStart = now

@@ -57,6 +57,24 @@ t.test('the lateness of the ticks goes into CoDel; its count sets the cut, which
   t.type(new DelayProbe({ codel: codelOptions(), clock: undefined }).clock(), 'number', 'performance.now by default')
 })
 
+t.test('a tick samples the longest turn that read requests since the last tick, when longer than its lateness', async (t) => {
+  const { probe, at } = probeAt()
+  at(0)
+  probe.start()
+  probe.stop()
+  at(0); probe.sheds()
+  at(30); probe.sheds()
+  at(42); probe.sheds()
+  await turnEnds()
+  at(50); probe.sheds()
+  at(60); probe.sheds()
+  await turnEnds()
+  at(10); probe.tick()
+  t.equal(probe.delayMs, 42, 'the 42 ms turn: a request that arrived as it began waited that long')
+  at(20); probe.tick()
+  t.equal(probe.delayMs, 0, 'one tick only: the next measures its own period')
+})
+
 t.test('a request is shed once its age in its turn of the loop exceeds the cut', async (t) => {
   const { probe, at } = probeAt()
   at(1000)
