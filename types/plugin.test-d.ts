@@ -71,3 +71,24 @@ void limit; void statsLimit
 const options: AdmissionOptions = { cost: 1 }
 const route: AdmissionRouteOptions = { rateLimit: false }
 void options; void route
+
+// Pressure, as @fastify/under-pressure, and the queueing-delay shedder.
+await app.register(admission, {
+  queueDelay: { targetMs: 5, intervalMs: 100 },
+  pressure: {
+    maxEventLoopDelay: 1000,
+    maxEventLoopUtilization: 0.98,
+    exposeStatusRoute: { url: '/alive', routeOpts: { logLevel: 'debug' } },
+    healthCheck: async () => true,
+    healthCheckInterval: 500,
+    pressureHandler: (_request, reply, type, value: number | undefined) => { void reply.send({ type, value }) }
+  }
+})
+await app.register(admission, { queueDelay: true })
+// @ts-expect-error queueDelay is a boolean or an object
+await app.register(admission, { queueDelay: 5 })
+// @ts-expect-error not an under-pressure signal
+await app.register(admission, { pressure: { pressureHandler: (_q, _r, type: 'cpu') => type } })
+const signal: 'eventLoopDelay' | 'heapUsedBytes' | 'rssBytes' | 'healthCheck' | 'eventLoopUtilization' | undefined = app.admission.pressure()?.reason?.signal
+const shedByDelay: number | undefined = app.admission.stats().pressure?.shed.queueDelay
+void signal; void shedByDelay

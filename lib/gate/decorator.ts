@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { PressureStatus } from '../pressure/pressure.js'
 import type { BackendLimiter, RatesBackend } from '../rates/backend.js'
 import { RatesInvalidArgumentError } from '../rates/errors.js'
 import type { RouteGate } from './route-gate.js'
@@ -42,6 +43,11 @@ export interface AdmissionDecorator {
    * while the in-flight gate is full, holding no in-flight permit (a 404 does no work to protect).
    */
   readonly notFound: (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+  /**
+   * Whether the server is under pressure and why (which signal, its value, its limit), the
+   * readings and the queueing-delay controller's state; undefined without `pressure` or `queueDelay`.
+   */
+  pressure (): PressureStatus | undefined
 }
 
 const kDecorator = Symbol.for('fastify-admission.decorator')

@@ -3,6 +3,7 @@ import type { Algorithm, Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
+import { pressureSettings, queueDelaySettings, type PressureOptions, type PressureSettings, type QueueDelayOptions, type QueueDelaySettings } from '../pressure/options.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
 import { criticalReserveOption, inFlightOption, priorityOption, type AdaptiveInFlightOptions, type AdaptiveSettings } from './in-flight-options.js'
 import type { PriorityName } from './priority.js'
@@ -77,6 +78,10 @@ export interface AdmissionOptions {
   version?: string
   onShed?: (request: FastifyRequest) => void
   onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
+  /** Shed on the process's signals, as @fastify/under-pressure (see the README's "Coming from @fastify/under-pressure"). */
+  pressure?: PressureOptions
+  /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
+  queueDelay?: boolean | QueueDelayOptions
 }
 
 export interface RouteSettings {
@@ -104,13 +109,15 @@ export interface Settings {
   readonly version: string | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
+  readonly pressure: PressureSettings | undefined
+  readonly queueDelay: QueueDelaySettings | undefined
 }
 
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -216,7 +223,9 @@ export function validateOptions (options: unknown): Settings {
     version: versionOption(input.version),
     maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
-    onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit)
+    onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
+    pressure: pressureSettings(input.pressure),
+    queueDelay: queueDelaySettings(input.queueDelay)
   })
 }
 

@@ -134,12 +134,15 @@ export class RateCheck {
     refuse(reply, 503, wait === undefined ? 1 : Math.max(1, Math.ceil(wait / 1000)), this.settings.responseBody, 'Service temporarily unavailable')
   }
 
-  /** A 503 for a full in-flight gate; `Retry-After` from the permits (1, or the adaptive limit's measured latency). */
-  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): void {
+  /**
+   * A 503 for a full in-flight gate (`Retry-After` from the permits: 1, or the adaptive limit's
+   * measured latency), or for pressure (its own `Retry-After` and message).
+   */
+  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retrySeconds = this.permits.retryAfter(), message = 'Server is at capacity'): void {
     this.global.shed++
     gate.counters.shed++
     if (this.settings.onShed !== undefined) this.settings.onShed(request)
-    refuse(reply, 503, this.permits.retryAfter(), this.settings.responseBody, 'Server is at capacity')
+    refuse(reply, 503, retrySeconds, this.settings.responseBody, message)
   }
 }
 

@@ -1,3 +1,5 @@
+import type { PressureCounts } from '../pressure/pressure.js'
+
 /** Counters kept in the hooks, for the whole gate and for each route. */
 export interface GateCounters {
   /** Requests let through both gates. */
@@ -22,6 +24,8 @@ export interface AdmissionStats extends GateCounters {
   identities: number
   /** Counters per route, keyed `METHOD /url`; requests that matched no route count under `404`. */
   routes: Record<string, GateCounters>
+  /** With `pressure` or `queueDelay`: the requests shed by each signal (also in `shed`), and those given to `pressureHandler`. */
+  pressure?: PressureCounts
 }
 
 export function newCounters (): GateCounters {

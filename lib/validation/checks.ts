@@ -115,3 +115,9 @@ export function numberInRange (complain: Complain, path: string, value: unknown,
   if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max || (maxExclusive && value === max)) throw complain({ path, expected, value })
   return value
 }
+
+/** A finite number in the open interval (0, `below`): a share or utilization limit. */
+export function fractionBelow (complain: Complain, path: string, value: unknown, below: number, expected = `a number above 0 and below ${below}`): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value >= below) throw complain({ path, expected, value })
+  return value
+}
