@@ -36,8 +36,8 @@ function perDecision (run: CellRun): { cpu: number, script: number, perCall: num
 export function decisionTable (result: DecisionResult): string {
   const names = [...new Set(result.runs.map((r) => r.name))]
   const lines = [
-    '| cell | decisions/s (client) | script µs per call (`usec_per_call`) | script µs per decision | Redis CPU µs per decision (`INFO cpu`) | script calls per decision | commands inside the script, µs per call |',
-    '|---|---:|---:|---:|---:|---:|---|'
+    '| cell | decisions/s (client) | client CPU µs per decision | script µs per call (`usec_per_call`) | script µs per decision | Redis CPU µs per decision (`INFO cpu`) | script calls per decision | commands inside the script, µs per call |',
+    '|---|---:|---:|---:|---:|---:|---:|---|'
   ]
   for (const name of names) {
     const runs = result.runs.filter((r) => r.name === name)
@@ -45,7 +45,7 @@ export function decisionTable (result: DecisionResult): string {
     const last = runs.at(-1)!
     const inner = Object.entries(innerCommands(last.redis)).filter(([, c]) => c.calls >= last.decisions / 100)
       .map(([command, c]) => `${command} ${fixed(c.usec / c.calls)}`).join(', ')
-    lines.push(`| ${name} | ${int(median(runs.map((r) => r.decisions / r.seconds)))} | ${fixed(median(d.map((x) => x.perCall)))} | ${fixed(median(d.map((x) => x.script)))} | ${fixed(median(d.map((x) => x.cpu)))} (${range(d.map((x) => x.cpu))}) | ${fixed(median(d.map((x) => x.calls)), 4)} | ${inner || '—'} |`)
+    lines.push(`| ${name} | ${int(median(runs.map((r) => r.decisions / r.seconds)))} | ${fixed(median(runs.map((r) => r.clientCpuSeconds * 1e6 / r.decisions)))} | ${fixed(median(d.map((x) => x.perCall)))} | ${fixed(median(d.map((x) => x.script)))} | ${fixed(median(d.map((x) => x.cpu)))} (${range(d.map((x) => x.cpu))}) | ${fixed(median(d.map((x) => x.calls)), 4)} | ${inner || '—'} |`)
   }
   return lines.join('\n')
 }

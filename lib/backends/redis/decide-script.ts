@@ -196,6 +196,9 @@ if stored then
   end
   worst = not valid
 end
+-- The numbers of a trusted stored state, to tell below whether the decision changed it.
+local s1, s2, s3
+if not fresh and not worst then s1, s2, s3 = n1, n2, n3 end
 
 local t = now
 local c = cost
@@ -318,21 +321,24 @@ else
   n1 = tat
 end
 
--- Integers as decimal digits: '%d' (Lua 5.1 casts the double to a C long, 64 bits wherever Redis
--- runs) is exact for every safe integer, and costs a fraction of '%.0f' (a float conversion);
--- tostring() keeps only 14 significant digits.
-local value
-if fields == 1 then
-  value = string.format('%s %d', fingerprint, n1)
-elseif fields == 2 then
-  value = string.format('%s %d %d', fingerprint, n1, n2)
-else
-  value = string.format('%s %d %d %d', fingerprint, n1, n2, n3)
-end
 -- Expires when fully recovered (the state then equals a fresh one); at least 1 ms.
 -- A denial often leaves the state as it was: then there is nothing to write (nor to replicate),
 -- and a TTL this script set already ends at the same recoversAt; only a key without one gets it.
-if value ~= stored then
+-- A trusted stored value is exactly the text written below for its numbers (our fingerprint,
+-- single spaces, canonical digits of safe integers: all checked above), so the state is
+-- unchanged exactly when its numbers are, and an unchanged one is not even formatted.
+if fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 then
+  -- Integers as decimal digits: '%d' (Lua 5.1 casts the double to a C long, 64 bits wherever
+  -- Redis runs) is exact for every safe integer, and costs a fraction of '%.0f' (a float
+  -- conversion); tostring() keeps only 14 significant digits.
+  local value
+  if fields == 1 then
+    value = string.format('%s %d', fingerprint, n1)
+  elseif fields == 2 then
+    value = string.format('%s %d %d', fingerprint, n1, n2)
+  else
+    value = string.format('%s %d %d %d', fingerprint, n1, n2, n3)
+  end
   if testNow then
     redis.call('SET', key, value)
   else
