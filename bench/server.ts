@@ -100,9 +100,11 @@ async function build (name: string, keys: number): Promise<FastifyInstance> {
     case 'rl-refuse':
       await app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: oneClient })
       break
-    case 'redis-admit': {
+    case 'redis-admit':
+    case 'redis-admit-fw': {
       const client = await redisClient(app, `bench:${name}:`, autoPipelining)
-      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: byHeader, backend: redisBackend({ client, prefix: `bench:${name}:`, timeoutMs: BENCH_TIMEOUT_MS }) })
+      const algorithm = base === 'redis-admit-fw' ? 'fixed-window' as const : 'token-bucket' as const
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { algorithm, limit: 1e9, windowMs: 60_000 }, key: byHeader, backend: redisBackend({ client, prefix: `bench:${name}:`, timeoutMs: BENCH_TIMEOUT_MS }) })
       break
     }
     case 'redis-refuse':

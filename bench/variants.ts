@@ -23,6 +23,7 @@ const LISTED: readonly Variant[] = [
   { name: 'redis-refuse-nocache', description: 'fastify-admission on Redis refusing (429, denyCache: false)', status: 429 },
   { name: 'rl-redis-refuse', description: '@fastify/rate-limit on Redis refusing (429)', status: 429 },
   // Not in the default run (BENCH_VARIANTS): where the plugin's cost goes.
+  { name: 'redis-admit-fw', description: "fastify-admission on Redis admitting (random keys), fixed-window (@fastify/rate-limit's algorithm)", status: 200 },
   { name: 'hooks', description: 'fastify-admission, both gates off (hook cost)', status: 200 },
   { name: 'admit-noheaders', description: 'fastify-admission admitting, headers: false', status: 200 },
   { name: 'admit-nomaxinflight', description: 'fastify-admission admitting, maxInFlight: false', status: 200 },
@@ -34,7 +35,7 @@ const LISTED: readonly Variant[] = [
   { name: 'empty-hooks-abort', description: 'empty onRequest + onResponse + onRequestAbort hooks', status: 200 }
 ]
 
-const REDIS_VARIANTS = ['redis-admit', 'rl-redis-admit', 'redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']
+const REDIS_VARIANTS = ['redis-admit', 'redis-admit-fw', 'rl-redis-admit', 'redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']
 
 /**
  * The Redis variants again, named `<variant>-ap`, with ioredis's `enableAutoPipelining` (used by

@@ -11,6 +11,8 @@ export type Mode = 'admit' | 'refuse'
 export interface Cell {
   library: Library
   mode: Mode
+  /** This plugin's algorithm: the gate's default, or @fastify/rate-limit's own (a fixed window). */
+  algorithm: 'token-bucket' | 'fixed-window'
   /** ioredis `enableAutoPipelining`. */
   autoPipelining: boolean
   /** This plugin's deny cache (refusing only; @fastify/rate-limit has none). */
@@ -18,17 +20,19 @@ export interface Cell {
 }
 
 export const cellName = (c: Cell): string =>
-  `${c.library} ${c.mode}${c.library === 'admission' && c.mode === 'refuse' ? (c.denyCache ? ' deny-cache' : ' no-cache') : ''}${c.autoPipelining ? ' +AP' : ''}`
+  `${c.library} ${c.mode}${c.algorithm === 'fixed-window' ? ' fixed-window' : ''}${c.library === 'admission' && c.mode === 'refuse' ? (c.denyCache ? ' deny-cache' : ' no-cache') : ''}${c.autoPipelining ? ' +AP' : ''}`
 
 /** Every cell of the decision bench, in a fixed order (a round runs them in this order or reversed). */
 export function allCells (): Cell[] {
   const cells: Cell[] = []
   for (const autoPipelining of [false, true]) {
-    cells.push({ library: 'admission', mode: 'admit', autoPipelining, denyCache: true })
-    cells.push({ library: 'rate-limit', mode: 'admit', autoPipelining, denyCache: false })
-    cells.push({ library: 'admission', mode: 'refuse', autoPipelining, denyCache: true })
-    cells.push({ library: 'admission', mode: 'refuse', autoPipelining, denyCache: false })
-    cells.push({ library: 'rate-limit', mode: 'refuse', autoPipelining, denyCache: false })
+    const tb = 'token-bucket' as const
+    cells.push({ library: 'admission', mode: 'admit', algorithm: tb, autoPipelining, denyCache: true })
+    cells.push({ library: 'admission', mode: 'admit', algorithm: 'fixed-window', autoPipelining, denyCache: true })
+    cells.push({ library: 'rate-limit', mode: 'admit', algorithm: tb, autoPipelining, denyCache: false })
+    cells.push({ library: 'admission', mode: 'refuse', algorithm: tb, autoPipelining, denyCache: true })
+    cells.push({ library: 'admission', mode: 'refuse', algorithm: tb, autoPipelining, denyCache: false })
+    cells.push({ library: 'rate-limit', mode: 'refuse', algorithm: tb, autoPipelining, denyCache: false })
   }
   return cells
 }
@@ -60,7 +64,7 @@ export function contender (cell: Cell, url: string, prefix: string): Contender {
   if (cell.library === 'admission') {
     // A long timeout: cost, not the fail policy, is measured (on a busy machine a call can stall).
     const backend = redisBackend({ client, prefix, timeoutMs: 10_000, ...(cell.denyCache ? {} : { denyCache: false as const }) })
-    const limiter = backend.limiter('bench#admission:*', { algorithm: 'token-bucket', ...policy, burst: policy.limit })
+    const limiter = backend.limiter('bench#admission:*', cell.algorithm === 'token-bucket' ? { algorithm: 'token-bucket', ...policy, burst: policy.limit } : { algorithm: 'fixed-window', ...policy })
     return { client, decide: async (key) => (await limiter.consume(key, 1)).allowed }
   }
   const store = new RedisStore(false, false, client, prefix)

@@ -20,7 +20,7 @@ const log = (line: string): void => { process.stderr.write(line + '\n') }
 const version = (pkg: string): string => (JSON.parse(readFileSync(here(`../../node_modules/${pkg}/package.json`), 'utf8')) as { version: string }).version
 
 /** The HTTP groups: this plugin first, @fastify/rate-limit last; each without and with auto-pipelining. */
-const GROUPS = [['redis-admit', 'rl-redis-admit'], ['redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']]
+const GROUPS = [['redis-admit', 'redis-admit-fw', 'rl-redis-admit'], ['redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']]
   .flatMap((group) => [group, group.map((name) => `${name}-ap`)])
 const VERSUS: Record<string, string> = {}
 for (const group of GROUPS) for (const name of group.slice(0, -1)) VERSUS[name] = group.at(-1)!
@@ -49,12 +49,14 @@ async function main (): Promise<void> {
     if (decisions !== undefined) {
       for (const ap of ['', ' +AP']) {
         targets.push({ label: `Redis CPU per decision, admitting${ap}: admission / rate-limit`, ratios: decisionRatios(decisions, `admission admit${ap}`, `rate-limit admit${ap}`, redisCpuPerDecision), max: 1.3 })
+        targets.push({ label: `Redis CPU per decision, admitting, fixed-window${ap}: admission / rate-limit`, ratios: decisionRatios(decisions, `admission admit fixed-window${ap}`, `rate-limit admit${ap}`, redisCpuPerDecision), max: 1.3 })
         targets.push({ label: `Redis CPU per decision, refusing, no deny cache${ap}: admission / rate-limit`, ratios: decisionRatios(decisions, `admission refuse no-cache${ap}`, `rate-limit refuse${ap}`, redisCpuPerDecision), max: 1.3 })
       }
     }
     if (rounds.length > 0) {
       for (const ap of ['', '-ap']) {
         targets.push({ label: `HTTP req/s on Redis, admitting${ap}: redis-admit${ap} / rl-redis-admit${ap}`, ratios: httpRatios(rounds, `redis-admit${ap}`, `rl-redis-admit${ap}`), min: 1.0 })
+        targets.push({ label: `HTTP req/s on Redis, admitting, fixed-window${ap}: redis-admit-fw${ap} / rl-redis-admit${ap}`, ratios: httpRatios(rounds, `redis-admit-fw${ap}`, `rl-redis-admit${ap}`), min: 1.0 })
         targets.push({ label: `HTTP req/s on Redis, refusing, deny cache${ap}: redis-refuse${ap} / rl-redis-refuse${ap}`, ratios: httpRatios(rounds, `redis-refuse${ap}`, `rl-redis-refuse${ap}`), min: 1.5 })
       }
     }
