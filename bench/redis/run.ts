@@ -21,6 +21,8 @@ const version = (pkg: string): string => (JSON.parse(readFileSync(here(`../../no
 
 /** The HTTP groups: this plugin first, @fastify/rate-limit last; each without and with auto-pipelining. */
 const GROUPS = [['redis-admit', 'redis-admit-fw', 'rl-redis-admit'], ['redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']]
+  // BENCH_GROUPS=admit or refuse: only those groups' HTTP runs.
+  .filter((group) => process.env.BENCH_GROUPS === undefined || group[0] === `redis-${process.env.BENCH_GROUPS}`)
   .flatMap((group) => [group, group.map((name) => `${name}-ap`)])
 const VERSUS: Record<string, string> = {}
 for (const group of GROUPS) for (const name of group.slice(0, -1)) VERSUS[name] = group.at(-1)!
@@ -54,7 +56,7 @@ async function main (): Promise<void> {
       }
     }
     if (rounds.length > 0) {
-      for (const ap of ['', '-ap']) {
+      for (const ap of ['', '-ap'].filter((ap) => rounds[0]![`redis-admit${ap}`] !== undefined && rounds[0]![`redis-refuse${ap}`] !== undefined)) {
         targets.push({ label: `HTTP req/s on Redis, admitting${ap}: redis-admit${ap} / rl-redis-admit${ap}`, ratios: httpRatios(rounds, `redis-admit${ap}`, `rl-redis-admit${ap}`), min: 1.0 })
         targets.push({ label: `HTTP req/s on Redis, admitting, fixed-window${ap}: redis-admit-fw${ap} / rl-redis-admit${ap}`, ratios: httpRatios(rounds, `redis-admit-fw${ap}`, `rl-redis-admit${ap}`), min: 1.0 })
         targets.push({ label: `HTTP req/s on Redis, refusing, deny cache${ap}: redis-refuse${ap} / rl-redis-refuse${ap}`, ratios: httpRatios(rounds, `redis-refuse${ap}`, `rl-redis-refuse${ap}`), min: 1.5 })
