@@ -3,6 +3,7 @@
 // CPU-usage queries, and exits when the parent goes away.
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import rateLimit from '@fastify/rate-limit'
+import underPressure from '@fastify/under-pressure'
 import { Redis } from 'ioredis'
 // The package as built (`npm run bench` builds it first), as users run it: through tsx, lib/'s
 // function expressions would each be wrapped by esbuild's keepNames helper, a cost the build has not.
@@ -99,6 +100,13 @@ async function build (name: string, keys: number): Promise<FastifyInstance> {
       break
     case 'rl-refuse':
       await app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: oneClient })
+      break
+    case 'under-pressure':
+      await app.register(underPressure)
+      break
+    case 'admission-pressure':
+      // The same signals through this plugin (its under-pressure defaults), no quota.
+      await app.register(admission, { rateLimit: false, pressure: { maxEventLoopDelay: 1000 } })
       break
     case 'redis-admit':
     case 'redis-admit-fw': {

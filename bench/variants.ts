@@ -16,6 +16,8 @@ const LISTED: readonly Variant[] = [
   { name: 'admit', description: 'fastify-admission admitting (random keys)', status: 200, minRatio: 0.9, vs: { variant: 'rl-admit', minRatio: 1.1 } },
   { name: 'refuse', description: 'fastify-admission refusing (429)', status: 429, minRatio: 1.0 },
   { name: 'rl-admit', description: '@fastify/rate-limit admitting (random keys)', status: 200 },
+  { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200 },
+  { name: 'admission-pressure', description: 'fastify-admission, pressure: { maxEventLoopDelay: 1000 } only', status: 200 },
   { name: 'rl-refuse', description: '@fastify/rate-limit refusing (429)', status: 429 },
   { name: 'redis-admit', description: 'fastify-admission on Redis admitting (random keys)', status: 200, vs: { variant: 'rl-redis-admit', minRatio: 1.3 } },
   { name: 'rl-redis-admit', description: '@fastify/rate-limit on Redis admitting (random keys)', status: 200 },
@@ -46,7 +48,7 @@ export const VARIANTS: readonly Variant[] = [
   ...LISTED.filter((v) => REDIS_VARIANTS.includes(v.name)).map((v) => ({ name: `${v.name}-ap`, description: `${v.description}, auto-pipelining`, status: v.status }))
 ]
 
-export const DEFAULT_VARIANTS = ['bare', 'bare-twin', 'admit', 'refuse', 'rl-admit', 'rl-refuse', 'redis-admit', 'rl-redis-admit', 'redis-refuse', 'rl-redis-refuse']
+export const DEFAULT_VARIANTS = ['bare', 'bare-twin', 'admit', 'refuse', 'rl-admit', 'rl-refuse', 'under-pressure', 'admission-pressure', 'redis-admit', 'rl-redis-admit', 'redis-refuse', 'rl-redis-refuse']
 
 export function variant (name: string): Variant {
   const found = VARIANTS.find((v) => v.name === name)
