@@ -5,6 +5,9 @@ export { AdmissionError, AdmissionOptionError, AdmissionKeyError } from './gate/
 export type { AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
 export type { AdmissionDecorator, AdmissionRegistry } from './gate/decorator.js'
 export type { AdmissionStats, GateCounters } from './gate/stats.js'
+export type { AdmissionMetricsOptions, MetricsRegistry } from './metrics/options.js'
+export { DECISION_CHANNEL } from './metrics/events.js'
+export type { AdmissionDecisionEvent, AdmissionOutcome } from './metrics/events.js'
 
 export { memoryBackend, MemoryBackend } from './backends/memory/memory-backend.js'
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js'

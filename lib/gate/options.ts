@@ -3,6 +3,7 @@ import type { Algorithm, Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
+import { metricsOption, type AdmissionMetricsOptions, type MetricsSettings } from '../metrics/options.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
 
 /**
@@ -65,6 +66,8 @@ export interface AdmissionOptions {
   version?: string
   onShed?: (request: FastifyRequest) => void
   onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
+  /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see the README's "Metrics and events". */
+  metrics?: AdmissionMetricsOptions
 }
 
 export interface RouteSettings {
@@ -90,13 +93,14 @@ export interface Settings {
   readonly version: string | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
+  readonly metrics: MetricsSettings | undefined
 }
 
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -200,7 +204,8 @@ export function validateOptions (options: unknown): Settings {
     version: versionOption(input.version),
     maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
-    onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit)
+    onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
+    metrics: metricsOption(input.metrics)
   })
 }
 

@@ -15,6 +15,7 @@ import { registrationAddress } from './registration-address.js'
 import { routeGate } from './route-gate.js'
 import { RouteWiring } from './route-wiring.js'
 import { newCounters } from './stats.js'
+import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -47,7 +48,9 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   // The plugin stops only a backend it made; one the application passed may serve other apps.
   decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
   const address = registrationAddress(fastify)
-  const quotas = new Quotas(backend, address, settings.version)
+  // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
+  const metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
+  const quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
   let shared
   try {
     shared = quotas.open('*', settings.rateLimit)
@@ -59,7 +62,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   }
   const global = newCounters()
   const permits = new Permits(fastify, global, settings.maxInFlight === false ? 0 : settings.maxInFlight)
-  const check = new RateCheck(settings, global, permits, fastify.log)
+  const check = new RateCheck(settings, global, permits, fastify.log, address)
   const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
@@ -81,11 +84,16 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     },
     notFound (this: FastifyInstance, request, reply, next) {
       if (permits.full) check.shed(request, reply, notFound)
-      else if (notFound.limiter === undefined) check.admit(notFound, next)
+      else if (notFound.limiter === undefined) check.admit(request, notFound, next)
       else check.run(request, reply, notFound, next)
     }
   } satisfies AdmissionDecorator))
-  done()
+  if (metrics === undefined) {
+    done()
+    return
+  }
+  const source = { global, gates: () => wiring.gates.values(), maxInFlight: settings.maxInFlight === false ? 0 : settings.maxInFlight, admitsOnBackendError: settings.onBackendError === 'allow' }
+  metrics.start(fastify, source, address).then(() => { done() }, done)
 }
 
 export const admissionPlugin = fp(admission, { fastify: '5.x', name: 'fastify-admission' })

@@ -65,7 +65,7 @@ export class RouteWiring {
     const admitGate = gate
     const onRequest = function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
       if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
-      else if (admitGate.limiter === undefined) check.admit(admitGate, done)
+      else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
       else check.run(request, reply, admitGate, done)
     }
     route.onRequest = first(onRequest, route.onRequest) as RouteOptions['onRequest']

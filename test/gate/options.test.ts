@@ -134,7 +134,8 @@ t.test('defaults', async (t) => {
       version: undefined,
       maxIdentities: undefined,
       onShed: undefined,
-      onLimit: undefined
+      onLimit: undefined,
+      metrics: undefined
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
     t.equal(s.rateLimit, DEFAULT_RATE_LIMIT)
@@ -179,7 +180,8 @@ t.test('every option, valid', async (t) => {
     version: undefined,
     maxIdentities: 10,
     onShed,
-    onLimit
+    onLimit,
+    metrics: undefined
   })
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
@@ -273,7 +275,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {
