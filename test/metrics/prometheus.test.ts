@@ -4,7 +4,7 @@ import fp from 'fastify-plugin'
 import { Counter, Registry } from 'prom-client'
 import admission, { type AdmissionOptions } from '../../lib/index.js'
 import type { Teardown } from '../helpers/http.js'
-import { decision, scrape, scriptedBackend, valueOf } from './helpers.js'
+import { decision, scrape, scriptedBackend, valueOf } from '../helpers/metrics.js'
 
 const P = 'fastify_admission_'
 
