@@ -20,14 +20,17 @@ export async function loadPromClient (importer: () => Promise<unknown> = async (
       { got: `prom-client could not be loaded (${error instanceof Error ? error.message : String(error)})` })
   }
   // ESM sees prom-client's CommonJS exports as named exports, and as `default`.
-  const candidates = [loaded, (loaded as { default?: unknown } | null)?.default]
-  const prom = candidates.find((c): c is PromClient => typeof c === 'object' && c !== null &&
-    typeof (c as PromClient).Counter === 'function' && typeof (c as PromClient).Gauge === 'function' && typeof (c as PromClient).Histogram === 'function')
-  if (prom === undefined) {
-    throw new AdmissionOptionError('metrics', 'an option whose peer dependency prom-client (15 or later) is installed', 'prom-client',
-      { got: 'a prom-client module without Counter, Gauge and Histogram' })
-  }
-  return prom
+  if (isPromClient(loaded)) return loaded
+  const fallback = (loaded as { default?: unknown } | null)?.default
+  if (isPromClient(fallback)) return fallback
+  throw new AdmissionOptionError('metrics', 'an option whose peer dependency prom-client (15 or later) is installed', 'prom-client',
+    { got: 'a prom-client module without Counter, Gauge and Histogram' })
+}
+
+function isPromClient (value: unknown): value is PromClient {
+  const candidate = value as Partial<PromClient> | null
+  return typeof candidate === 'object' && candidate !== null &&
+    typeof candidate.Counter === 'function' && typeof candidate.Gauge === 'function' && typeof candidate.Histogram === 'function'
 }
 
 /**
@@ -46,6 +49,7 @@ export class AdmissionMetrics {
     const prom = await loadPromClient()
     const reporting = report(prom, this.settings, { ...source, registration: this.settings.registration ?? address })
     this.timer.observe = reporting.observe
-    fastify.addHook('onClose', (_instance, done) => { reporting.stop(); done() })
+    // The app's close takes its series off the registry.
+    fastify.addHook('onClose', reporting.stop)
   }
 }

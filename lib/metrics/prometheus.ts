@@ -129,7 +129,7 @@ const sets = new WeakMap<MetricsRegistry, Map<string, MetricSet>>()
  * Refused, with a typed error: a label another live registration already reports under, buckets
  * other than those the metrics were made with, names taken by something else.
  */
-export function report (prom: PromClient, settings: MetricsSettings, source: MetricsSource): { observe: (seconds: number) => void, stop: () => void } {
+export function report (prom: PromClient, settings: MetricsSettings, source: MetricsSource): { observe: (seconds: number) => void, stop: () => Promise<void> } {
   const registry = settings.registry
   let byPrefix = sets.get(registry)
   if (byPrefix === undefined) sets.set(registry, byPrefix = new Map())
@@ -149,7 +149,8 @@ export function report (prom: PromClient, settings: MetricsSettings, source: Met
   const labels = { registration: source.registration }
   return {
     observe: (seconds) => { joined.histogram.observe(labels, seconds) },
-    stop: () => {
+    // Async: Fastify takes it as an `onClose` hook as it is.
+    stop: async () => {
       joined.sources.delete(source.registration)
       // The histogram's samples of a closed registration go with it.
       joined.histogram.remove(labels)
