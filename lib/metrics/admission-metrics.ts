@@ -11,15 +11,21 @@ type PromClient = Parameters<typeof report>[0]
  * without metrics needs not install it). Not installed, or not prom-client's shape: a typed
  * error at registration, saying what to do.
  */
-export async function loadPromClient (importer: () => Promise<unknown> = async () => await import('prom-client')): Promise<PromClient> {
-  let loaded: unknown
-  try {
-    loaded = await importer()
-  } catch (error) {
+export function loadPromClient (importer: () => Promise<unknown>): Promise<PromClient> {
+  // Plain functions returning promises, not `async` ones: coverage merges them across processes.
+  return importer().then(checkedPromClient, (error: unknown) => {
     throw new AdmissionOptionError('metrics', 'an option whose peer dependency prom-client is installed (npm install prom-client)', 'prom-client',
       { got: `prom-client could not be loaded (${error instanceof Error ? error.message : String(error)})` })
-  }
-  // ESM sees prom-client's CommonJS exports as named exports, and as `default`.
+  })
+}
+
+/** The optional peer, by dynamic import (a `require` in the CommonJS build). */
+export function importPromClient (): Promise<unknown> {
+  return import('prom-client')
+}
+
+// ESM sees prom-client's CommonJS exports as named exports, and as `default`.
+function checkedPromClient (loaded: unknown): PromClient {
   if (isPromClient(loaded)) return loaded
   const fallback = (loaded as { default?: unknown } | null)?.default
   if (isPromClient(fallback)) return fallback
@@ -45,11 +51,12 @@ export class AdmissionMetrics {
     this.settings = settings
   }
 
-  async start (fastify: FastifyInstance, source: Omit<MetricsSource, 'registration'>, address: string): Promise<void> {
-    const prom = await loadPromClient()
-    const reporting = report(prom, this.settings, { ...source, registration: this.settings.registration ?? address })
-    this.timer.observe = reporting.observe
-    // The app's close takes its series off the registry.
-    fastify.addHook('onClose', reporting.stop)
+  start (fastify: FastifyInstance, source: Omit<MetricsSource, 'registration'>, address: string): Promise<void> {
+    return loadPromClient(importPromClient).then((prom) => {
+      const reporting = report(prom, this.settings, { ...source, registration: this.settings.registration ?? address })
+      this.timer.observe = reporting.observe
+      // The app's close takes its series off the registry.
+      fastify.addHook('onClose', reporting.stop)
+    })
   }
 }
