@@ -1,7 +1,8 @@
 // The benchmark's settings, from the environment.
 import { DEFAULT_VARIANTS, variant } from './variants.js'
 
-function num (name: string, fallback: number): number {
+/** A non-negative number from the environment variable `name`, or `fallback` when unset. */
+export function num (name: string, fallback: number): number {
   const raw = process.env[name]
   if (raw === undefined || raw === '') return fallback
   const value = Number(raw)

@@ -17,11 +17,12 @@ export interface Server { name: string, port: number, child: ChildProcess }
 /** The load generator: one process that runs every load, so runs can be short and close together. */
 export interface Load { child: ChildProcess }
 
-export function startLoad (): Load {
-  return { child: startPinned({ core: LOAD_CORE, script: loadScript, ipc: true }) }
+export function startLoad (core = LOAD_CORE): Load {
+  return { child: startPinned({ core, script: loadScript, ipc: true }) }
 }
 
-async function runLoad (load: Load, spec: LoadSpec): Promise<LoadResult> {
+/** One load run on the load child (bench/load.ts). */
+export async function runLoad (load: Load, spec: LoadSpec): Promise<LoadResult> {
   load.child.send(spec)
   const reply = await nextMessage(load.child, (m) => {
     const r = m as { result?: LoadResult, error?: string }
@@ -41,13 +42,14 @@ export interface RunResult extends LoadResult {
   attempts: number
 }
 
-export async function startServer (name: string, keys: number): Promise<Server> {
-  const child = startPinned({ core: SERVER_CORE, script: serverScript, args: [name, String(keys)], ipc: true })
+export async function startServer (name: string, keys: number, core = SERVER_CORE): Promise<Server> {
+  const child = startPinned({ core, script: serverScript, args: [name, String(keys)], ipc: true })
   const port = await nextMessage(child, (m) => (m as { port?: number }).port, 60_000)
   return { name, port, child }
 }
 
-async function serverCpuSeconds (server: Server): Promise<number> {
+/** The server process's CPU time so far (user + system), in seconds. */
+export async function serverCpuSeconds (server: Server): Promise<number> {
   server.child.send('cpu')
   const cpu = await nextMessage(server.child, (m) => (m as { cpu?: NodeJS.CpuUsage }).cpu, 10_000)
   return (cpu.user + cpu.system) / 1e6
@@ -95,7 +97,8 @@ export async function measure (server: Server, load: Load, config: BenchConfig, 
   return { ...best, attempts }
 }
 
-function check (name: string, run: RunResult): void {
+/** Throws unless every response of the run had the variant's status, with no error or timeout. */
+export function check (name: string, run: LoadResult): void {
   const expected = String(variant(name).status)
   const others = Object.keys(run.statusCodes).filter((code) => code !== expected)
   if (others.length > 0 || run.errors > 0 || run.timeouts > 0 || run.total === 0) {

@@ -11,7 +11,7 @@ import { waitForQuiet } from './cpu-noise.js'
 import { measure, merged, type RunResult, type Server, SERVER_CORE, startLoad, startServer } from './http.js'
 import type { MemoryResult } from './memory.js'
 import type { MicroResult } from './micro.js'
-import type { RedisCostResult } from './redis-cost.js'
+import type { RedisCostResult } from './redis/script-time.js'
 import { httpTable, microTable } from './report.js'
 import { microChecks, type Round, summarize } from './summary.js'
 
@@ -46,7 +46,7 @@ async function micro (redisVariants: boolean): Promise<{ micro: MicroResult, mem
   let redisCost: RedisCostResult | undefined
   if (redisVariants) {
     log('redis: time per decision, each script, on a private redis-server')
-    redisCost = await runPinned<RedisCostResult>({ core: SERVER_CORE, script: here('./redis-cost.ts') }, 120_000)
+    redisCost = await runPinned<RedisCostResult>({ core: SERVER_CORE, script: here('./redis/script-time.ts') }, 120_000)
   }
   return { micro: result, memory, redisCost }
 }

@@ -16,8 +16,8 @@ const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
 // decision can exceed the default 50 ms, and the gate would then (rightly) answer 503.
 const BENCH_TIMEOUT_MS = 1000
 
-async function redisClient (app: FastifyInstance, prefix: string): Promise<Redis> {
-  const client = new Redis(REDIS_URL)
+async function redisClient (app: FastifyInstance, prefix: string, autoPipelining: boolean): Promise<Redis> {
+  const client = new Redis(REDIS_URL, { enableAutoPipelining: autoPipelining })
   const stale = await client.keys(`${prefix}*`)
   if (stale.length > 0) await client.del(...stale)
   app.addHook('onClose', async () => { await client.quit() })
@@ -37,9 +37,14 @@ function byHeader (request: FastifyRequest): string {
 }
 const oneClient = (): string => 'one'
 
+/** A Redis variant's name ends with `-ap` when its ioredis client has `enableAutoPipelining`. */
+const AUTO_PIPELINING = '-ap'
+
 async function build (name: string, keys: number): Promise<FastifyInstance> {
   const app = Fastify({ logger: false })
-  switch (name) {
+  const autoPipelining = name.startsWith('redis-') || name.startsWith('rl-redis-') ? name.endsWith(AUTO_PIPELINING) : false
+  const base = autoPipelining ? name.slice(0, -AUTO_PIPELINING.length) : name
+  switch (base) {
     case 'bare':
     case 'bare-twin':
       break
@@ -95,23 +100,25 @@ async function build (name: string, keys: number): Promise<FastifyInstance> {
     case 'rl-refuse':
       await app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: oneClient })
       break
-    case 'redis-admit': {
-      const client = await redisClient(app, 'bench:admit:')
-      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: byHeader, backend: redisBackend({ client, prefix: 'bench:admit:', timeoutMs: BENCH_TIMEOUT_MS }) })
+    case 'redis-admit':
+    case 'redis-admit-fw': {
+      const client = await redisClient(app, `bench:${name}:`, autoPipelining)
+      const algorithm = base === 'redis-admit-fw' ? 'fixed-window' as const : 'token-bucket' as const
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { algorithm, limit: 1e9, windowMs: 60_000 }, key: byHeader, backend: redisBackend({ client, prefix: `bench:${name}:`, timeoutMs: BENCH_TIMEOUT_MS }) })
       break
     }
     case 'redis-refuse':
     case 'redis-refuse-nocache': {
       const prefix = `bench:${name}:`
-      const client = await redisClient(app, prefix)
-      const backend = redisBackend({ client, prefix, timeoutMs: BENCH_TIMEOUT_MS, ...(name === 'redis-refuse-nocache' ? { denyCache: false as const } : {}) })
+      const client = await redisClient(app, prefix, autoPipelining)
+      const backend = redisBackend({ client, prefix, timeoutMs: BENCH_TIMEOUT_MS, ...(base === 'redis-refuse-nocache' ? { denyCache: false as const } : {}) })
       await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1, windowMs: HOUR }, key: oneClient, backend })
       break
     }
     case 'rl-redis-admit':
     case 'rl-redis-refuse': {
-      const client = await redisClient(app, `bench:${name}:`)
-      await app.register(rateLimit, name === 'rl-redis-admit'
+      const client = await redisClient(app, `bench:${name}:`, autoPipelining)
+      await app.register(rateLimit, base === 'rl-redis-admit'
         ? { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader, redis: client, nameSpace: `bench:${name}:` }
         : { max: 1, timeWindow: HOUR, keyGenerator: oneClient, redis: client, nameSpace: `bench:${name}:` })
       break

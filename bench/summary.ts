@@ -2,7 +2,7 @@
 import type { RunResult } from './http.js'
 import type { MemoryResult } from './memory.js'
 import type { MicroResult } from './micro.js'
-import type { RedisCostResult } from './redis-cost.js'
+import type { RedisCostResult } from './redis/script-time.js'
 import { median, quantile } from './stats.js'
 import { variant } from './variants.js'
 

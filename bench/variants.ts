@@ -10,7 +10,7 @@ export interface Variant {
   readonly vs?: { readonly variant: string, readonly minRatio: number }
 }
 
-export const VARIANTS: readonly Variant[] = [
+const LISTED: readonly Variant[] = [
   { name: 'bare', description: 'bare Fastify', status: 200 },
   { name: 'bare-twin', description: "bare Fastify in another process (the method's own error)", status: 200 },
   { name: 'admit', description: 'fastify-admission admitting (random keys)', status: 200, minRatio: 0.9, vs: { variant: 'rl-admit', minRatio: 1.1 } },
@@ -23,6 +23,7 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'redis-refuse-nocache', description: 'fastify-admission on Redis refusing (429, denyCache: false)', status: 429 },
   { name: 'rl-redis-refuse', description: '@fastify/rate-limit on Redis refusing (429)', status: 429 },
   // Not in the default run (BENCH_VARIANTS): where the plugin's cost goes.
+  { name: 'redis-admit-fw', description: "fastify-admission on Redis admitting (random keys), fixed-window (@fastify/rate-limit's algorithm)", status: 200 },
   { name: 'hooks', description: 'fastify-admission, both gates off (hook cost)', status: 200 },
   { name: 'admit-noheaders', description: 'fastify-admission admitting, headers: false', status: 200 },
   { name: 'admit-nomaxinflight', description: 'fastify-admission admitting, maxInFlight: false', status: 200 },
@@ -32,6 +33,17 @@ export const VARIANTS: readonly Variant[] = [
   { name: 'onrequest-2headers', description: 'one onRequest hook that sets RateLimit-Policy and RateLimit', status: 200 },
   { name: 'empty-hooks', description: 'empty onRequest + onResponse hooks', status: 200 },
   { name: 'empty-hooks-abort', description: 'empty onRequest + onResponse + onRequestAbort hooks', status: 200 }
+]
+
+const REDIS_VARIANTS = ['redis-admit', 'redis-admit-fw', 'rl-redis-admit', 'redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']
+
+/**
+ * The Redis variants again, named `<variant>-ap`, with ioredis's `enableAutoPipelining` (used by
+ * bench/redis/, `npm run bench:redis`); no targets of their own here.
+ */
+export const VARIANTS: readonly Variant[] = [
+  ...LISTED,
+  ...LISTED.filter((v) => REDIS_VARIANTS.includes(v.name)).map((v) => ({ name: `${v.name}-ap`, description: `${v.description}, auto-pipelining`, status: v.status }))
 ]
 
 export const DEFAULT_VARIANTS = ['bare', 'bare-twin', 'admit', 'refuse', 'rl-admit', 'rl-refuse', 'redis-admit', 'rl-redis-admit', 'redis-refuse', 'rl-redis-refuse']

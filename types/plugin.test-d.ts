@@ -7,7 +7,9 @@ import admission, {
   AdmissionOptionError,
   type AdmissionOptions,
   type AdmissionStats,
-  type AdmissionRouteOptions
+  type AdmissionRouteOptions,
+  type AdaptiveInFlightOptions,
+  type AdmissionPriority
 } from 'fastify-admission'
 
 const app = Fastify()
@@ -49,6 +51,44 @@ const error: AdmissionError = new AdmissionOptionError('maxInFlight', 'a positiv
 const code: string = error.code
 void code
 
+// The adaptive limit and priorities.
+const adaptive: AdaptiveInFlightOptions = { adaptive: true, min: 2, max: 200, initial: 20, tolerance: 1.5, probeIntervalMs: 5000 }
+await app.register(admission, { maxInFlight: adaptive, criticalReserve: 0.25 })
+await app.register(admission, { maxInFlight: { adaptive: true } })
+// @ts-expect-error adaptive is true (a fixed limit is a number)
+await app.register(admission, { maxInFlight: { adaptive: false } })
+// @ts-expect-error no such adaptive option
+await app.register(admission, { maxInFlight: { adaptive: true, smoothing: 0.5 } })
+const priority: AdmissionPriority = 'critical'
+app.get('/checkout', { config: { admission: { priority } } }, async () => 'ok')
+// @ts-expect-error critical, normal or sheddable
+const badPriority: FastifyContextConfig = { admission: { priority: 'high' } }
+void badPriority
+const limit: number | false = app.admission.limit
+const statsLimit: number | false = stats.limit
+void limit; void statsLimit
+
 const options: AdmissionOptions = { cost: 1 }
 const route: AdmissionRouteOptions = { rateLimit: false }
 void options; void route
+
+// Pressure, as @fastify/under-pressure, and the queueing-delay shedder.
+await app.register(admission, {
+  queueDelay: { targetMs: 5, intervalMs: 100 },
+  pressure: {
+    maxEventLoopDelay: 1000,
+    maxEventLoopUtilization: 0.98,
+    exposeStatusRoute: { url: '/alive', routeOpts: { logLevel: 'debug' } },
+    healthCheck: async () => true,
+    healthCheckInterval: 500,
+    pressureHandler: (_request, reply, type, value: number | undefined) => { void reply.send({ type, value }) }
+  }
+})
+await app.register(admission, { queueDelay: true })
+// @ts-expect-error queueDelay is a boolean or an object
+await app.register(admission, { queueDelay: 5 })
+// @ts-expect-error not an under-pressure signal
+await app.register(admission, { pressure: { pressureHandler: (_q, _r, type: 'cpu') => type } })
+const signal: 'eventLoopDelay' | 'heapUsedBytes' | 'rssBytes' | 'healthCheck' | 'eventLoopUtilization' | undefined = app.admission.pressure()?.reason?.signal
+const shedByDelay: number | undefined = app.admission.stats().pressure?.shed.queueDelay
+void signal; void shedByDelay

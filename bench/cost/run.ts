@@ -91,7 +91,9 @@ function valgrindVersion (): string {
 
 /** The measured process's script: worker.ts and its imports bundled as plain JS (no tsx, no keepNames), dist/ and packages left as imports. */
 async function bundleWorker (): Promise<string> {
-  const outfile = join(root, 'node_modules/.cache/bench-cost/worker.mjs')
+  // Under node_modules (so that its package imports resolve), one file per run: worktrees that share
+  // one node_modules through a link would otherwise overwrite each other's bundle mid-run.
+  const outfile = join(root, `node_modules/.cache/bench-cost/worker-${process.pid}.mjs`)
   await build({
     entryPoints: [here('./worker.ts')],
     outfile,
@@ -300,7 +302,11 @@ let rows: Measured[]
 if (saved === undefined) {
   const worker = await bundleWorker()
   log(`${valgrind}, node ${process.version}; ${jobs.length} runs, ${config.jobs} at once; ${config.requests} requests each, Ir/request over the last ${config.windows} × ${config.markEvery}`)
-  rows = await runAll(jobs, worker, config)
+  try {
+    rows = await runAll(jobs, worker, config)
+  } finally {
+    rmSync(worker, { force: true })
+  }
 } else {
   rows = saved.results
 }

@@ -39,6 +39,13 @@ export interface OverloadConfig {
   stepBeforeMs: number
   stepSlowMs: number
   stepAfterMs: number
+  /** OVERLOAD_PRIORITIES [1]: run the priorities scenario (downstream model): sheddable traffic at
+   * OVERLOAD_PRIORITY_SHEDDABLE [4] × C and critical traffic at OVERLOAD_PRIORITY_CRITICAL [0.2] × C, mixed in one
+   * open loop; OVERLOAD_PRIORITY_VARIANTS [admission-adaptive,admission-good,none]. */
+  priorities: boolean
+  prioritySheddable: number
+  priorityCritical: number
+  priorityVariants: string[]
   /** OVERLOAD_OUT [timestamp]: bench/results-overload-<OUT>.json. */
   out: string
   /** OVERLOAD_CHART [bench/overload/chart.svg]. */
@@ -70,6 +77,7 @@ export function readConfig (): OverloadConfig {
   for (const m of models) if (!MODELS.includes(m)) throw new Error(`OVERLOAD_MODELS: unknown model ${m}`)
   const variants = list('OVERLOAD_VARIANTS', VARIANTS.map((v) => v.name).join(','))
   for (const v of variants) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`OVERLOAD_VARIANTS: unknown variant ${v}`)
+  for (const v of list('OVERLOAD_PRIORITY_VARIANTS', '')) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`OVERLOAD_PRIORITY_VARIANTS: unknown variant ${v}`)
   const good: Partial<Record<ModelName, number>> = {}
   for (const [model, values] of Object.entries(perModel('OVERLOAD_GOOD', ''))) good[model as ModelName] = values[0]!
   const sweep = { cpu: [1, 2, 4, 8], downstream: [8, 16, 32, 64], ...perModel('OVERLOAD_SWEEP', '') }
@@ -96,6 +104,10 @@ export function readConfig (): OverloadConfig {
     stepBeforeMs: num('OVERLOAD_STEP_BEFORE_MS', 5000),
     stepSlowMs: num('OVERLOAD_STEP_SLOW_MS', 10_000),
     stepAfterMs: num('OVERLOAD_STEP_AFTER_MS', 10_000),
+    priorities: num('OVERLOAD_PRIORITIES', 1) !== 0,
+    prioritySheddable: num('OVERLOAD_PRIORITY_SHEDDABLE', 4),
+    priorityCritical: num('OVERLOAD_PRIORITY_CRITICAL', 0.2),
+    priorityVariants: list('OVERLOAD_PRIORITY_VARIANTS', 'admission-adaptive,admission-good,none'),
     out: env.OVERLOAD_OUT ?? new Date().toISOString().replace(/[:.]/g, '-'),
     chart: env.OVERLOAD_CHART ?? 'bench/overload/chart.svg'
   }

@@ -17,7 +17,12 @@ import http from 'node:http'
 import { quantile } from './stats.js'
 
 interface BaseSpec { port: number, warmupMs: number, measureMs: number, deadlineMs: number, sockets: number, binMs: number }
-export interface OpenSpec extends BaseSpec { mode: 'open', rate: number }
+/**
+ * A second stream mixed into an open loop (the priorities scenario): `rate` req/s more to `path`,
+ * interleaved evenly with the main stream (which goes to `/sheddable` then, and to `/` otherwise).
+ */
+export interface MixSpec { path: string, mainPath: string, rate: number }
+export interface OpenSpec extends BaseSpec { mode: 'open', rate: number, mix?: MixSpec }
 export interface ClosedSpec extends BaseSpec { mode: 'closed', concurrency: number }
 export type LoadSpec = OpenSpec | ClosedSpec
 /** A spec before the server's port is known. */
@@ -60,7 +65,19 @@ export interface LoadResult {
   /** Connections the agent opened (aborts destroy connections; the agent opens new ones). */
   connections: number
   bins: Bin[]
+  /** With a mix: the main stream's and the mixed-in stream's own numbers. */
+  streams?: { main: StreamResult, mixed: StreamResult }
   cpu: NodeJS.CpuUsage
+}
+
+export interface StreamResult {
+  /** Requests scheduled in the window, per second. */
+  offered: number
+  /** 200s within the deadline, per second. */
+  goodput: number
+  okP99: number
+  shed: number
+  timeouts: number
 }
 
 const PENDING = 0
@@ -71,7 +88,12 @@ function run (spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve) => {
     const agent = new http.Agent({ keepAlive: true, maxSockets: spec.sockets, maxFreeSockets: spec.sockets, scheduling: 'fifo' })
     const totalMs = spec.warmupMs + spec.measureMs
-    const cap = spec.mode === 'open' ? Math.ceil(spec.rate * totalMs / 1000) + 1 : 1_000_000
+    const mix = spec.mode === 'open' ? spec.mix : undefined
+    const rate = spec.mode === 'open' ? spec.rate + (mix?.rate ?? 0) : 0
+    // Request i belongs to the mixed-in stream when it crosses a multiple of the stream's share: exact proportions, evenly spaced.
+    const share = mix === undefined ? 0 : mix.rate / rate
+    const mixed = (i: number): boolean => Math.floor((i + 1) * share) > Math.floor(i * share)
+    const cap = spec.mode === 'open' ? Math.ceil(rate * totalMs / 1000) + 1 : 1_000_000
     const sched = new Float64Array(cap)
     const issuedAt = new Float64Array(cap)
     const ended = new Float64Array(cap)
@@ -105,7 +127,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       issuedAt[i] = now
       if (spec.mode === 'closed') sched[i] = now
       pending++
-      const req = http.request({ agent, host: '127.0.0.1', port: spec.port, path: '/', method: 'GET' })
+      const req = http.request({ agent, host: '127.0.0.1', port: spec.port, path: mix === undefined ? '/' : mixed(i) ? mix.path : mix.mainPath, method: 'GET' })
       reqs[i] = req
       req.once('socket', (socket) => {
         gotSocket[i] = 1
@@ -142,10 +164,10 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       if (!startedSent && now >= windowStart) { startedSent = true; process.send?.({ started: performance.timeOrigin + windowStart }) }
       if (spec.mode === 'open') {
         if (!stopped) {
-          const due = Math.min(cap, Math.floor((now - t0) * spec.rate / 1000) + 1)
-          while (issued < due) { sched[issued] = t0 + issued * 1000 / spec.rate; issue(issued++, performance.now()) }
+          const due = Math.min(cap, Math.floor((now - t0) * rate / 1000) + 1)
+          while (issued < due) { sched[issued] = t0 + issued * 1000 / rate; issue(issued++, performance.now()) }
           // Stop once every request scheduled before the window's end is out, however late the generator is.
-          if (issued >= cap || t0 + issued * 1000 / spec.rate >= windowEnd) stopped = true
+          if (issued >= cap || t0 + issued * 1000 / rate >= windowEnd) stopped = true
         }
       } else if (now >= windowEnd) {
         stopped = true
@@ -154,6 +176,23 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       if (!stopped || pending > 0) { setTimeout(tick, 1); return }
       agent.destroy()
       resolve(summarize())
+    }
+
+    const stream = (second: boolean): StreamResult => {
+      const ok: number[] = []
+      let requests = 0
+      let shed = 0
+      let timeouts = 0
+      for (let i = 0; i < issued; i++) {
+        if (mixed(i) !== second || sched[i]! < windowStart || sched[i]! >= windowEnd) continue
+        requests++
+        const s = status[i]!
+        if (s === 200) ok.push(ended[i]! - sched[i]!)
+        else if (s === 503) shed++
+        else if (s === TIMEOUT) timeouts++
+      }
+      const seconds = spec.measureMs / 1000
+      return { offered: requests / seconds, goodput: ok.length / seconds, okP99: quantile(ok, 0.99), shed: shed / Math.max(1, requests), timeouts: timeouts / Math.max(1, requests) }
     }
 
     const summarize = (): LoadResult => {
@@ -193,7 +232,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       }
       const seconds = spec.measureMs / 1000
       return {
-        targetRate: spec.mode === 'open' ? spec.rate : Number.NaN,
+        targetRate: spec.mode === 'open' ? rate : Number.NaN,
         achievedRate: issuedInWindow / seconds,
         requests,
         ok: ok.length,
@@ -212,6 +251,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         queuedShare: requests === 0 ? 0 : queued / requests,
         queueWaitP99: quantile(queueWait, 0.99),
         connections,
+        ...(mix === undefined ? {} : { streams: { main: stream(false), mixed: stream(true) } }),
         bins: binOk.map((o, b) => ({ goodput: o.length / (spec.binMs / 1000), okP99: quantile(o, 0.99), shed: binShed[b]!, timeouts: binTimeouts[b]! })),
         cpu: process.cpuUsage()
       }

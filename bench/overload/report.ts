@@ -1,5 +1,5 @@
 // Markdown tables for the overload benchmark.
-import type { Bin } from './load.js'
+import type { Bin, StreamResult } from './load.js'
 import { latencySpread, type Spread, spread } from './stats.js'
 import type { ModelName } from './work.js'
 
@@ -76,4 +76,25 @@ export function stepTable (steps: readonly StepRecord[]): string {
     rows.push(`| ${t} | ${phase} | ${steps.map((s) => { const b = s.bins[t]; return b === undefined ? '– | –' : `${fmt(b.goodput / s.capacity, 2)} | ${ms(b.okP99)}` }).join(' | ')} |`)
   }
   return [head, rule, ...rows].join('\n')
+}
+
+export interface PriorityRecord { variant: string, repeat: number, capacity: number, sheddable: StreamResult, critical: StreamResult, noise: number }
+
+/** The priorities scenario: per variant, what each stream got (median of the repeats, min–max). */
+export function priorityTable (records: PriorityRecord[], variants: string[]): string {
+  const num = (x: number | null): number => (x === null ? Number.NaN : x)
+  const cell = (xs: number[], f: (x: number) => string): string => {
+    const s = spread(xs)
+    return s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`
+  }
+  const lines = [
+    '| variant | critical offered/s | critical goodput / offered | critical p99 200 (ms) | critical 503 | sheddable goodput / C | sheddable p99 200 (ms) | sheddable 503 | other CPU |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+  ]
+  for (const variant of variants) {
+    const rs = records.filter((r) => r.variant === variant)
+    if (rs.length === 0) continue
+    lines.push(`| ${variant} | ${cell(rs.map((r) => r.critical.offered), (x) => x.toFixed(0))} | ${cell(rs.map((r) => r.critical.goodput / Math.max(1, r.critical.offered)), pct)} | ${cell(rs.map((r) => num(r.critical.okP99)), ms)} | ${cell(rs.map((r) => r.critical.shed), pct)} | ${cell(rs.map((r) => r.sheddable.goodput / r.capacity), (x) => fmt(x, 2))} | ${cell(rs.map((r) => num(r.sheddable.okP99)), ms)} | ${cell(rs.map((r) => r.sheddable.shed), pct)} | ${cell(rs.map((r) => r.noise), (x) => fmt(x, 2))} |`)
+  }
+  return lines.join('\n')
 }

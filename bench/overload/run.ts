@@ -15,7 +15,7 @@ import { type CellRun, runCell } from './cell.js'
 import { chart, type ChartInput } from './chart.js'
 import { type OverloadConfig, readConfig } from './config.js'
 import type { CellSpec } from './load.js'
-import { type CellRecord, matrixTable, type StepRecord, stepTable } from './report.js'
+import { type CellRecord, matrixTable, type PriorityRecord, priorityTable, type StepRecord, stepTable } from './report.js'
 import type { ServerSettings } from './server.js'
 import { spread } from './stats.js'
 import { SWEPT_VARIANT, VARIANTS } from './variants.js'
@@ -88,8 +88,10 @@ async function main (): Promise<void> {
   const good: Partial<Record<ModelName, number>> = {}
   const goodFrom: Partial<Record<ModelName, string>> = {}
   const needStep = config.step && variants.length > 0
+  const needPriorities = config.priorities && config.priorityVariants.length > 0
+  const priorityRecords: PriorityRecord[] = []
   const models = [...config.models]
-  if (needStep && !models.includes('downstream')) models.push('downstream')
+  if ((needStep || needPriorities) && !models.includes('downstream')) models.push('downstream')
 
   for (const model of models) {
     const c = await capacity(config, model)
@@ -167,6 +169,22 @@ async function main (): Promise<void> {
     steps.sort((a, b) => variants.indexOf(a.variant) - variants.indexOf(b.variant))
   }
 
+  // Priorities: sheddable traffic at prioritySheddable × C to `/sheddable` and critical traffic at
+  // priorityCritical × C to `/critical`, in one open loop on the downstream model.
+  if (needPriorities) {
+    const C = capacities.downstream!
+    for (let repeat = 1; repeat <= config.repeats; repeat++) {
+      for (const variant of config.priorityVariants) {
+        const spec = { ...openSpec(config, config.prioritySheddable * C), mix: { path: '/critical', mainPath: '/sheddable', rate: config.priorityCritical * C } }
+        const run = await runCell(variant, settingsFor(config, 'downstream', goodFor('downstream')), spec)
+        const streams = run.result.streams!
+        const rec = { variant, repeat, capacity: C, sheddable: streams.main, critical: streams.mixed, noise: run.noise }
+        priorityRecords.push(rec)
+        log(`priorities r${repeat} ${variant}: critical ${(rec.critical.goodput / Math.max(1, rec.critical.offered) * 100).toFixed(1)} % of offered (p99 ${Number(rec.critical.okP99).toFixed(1)} ms), sheddable goodput ${(rec.sheddable.goodput / C).toFixed(2)} C, others ${run.noise.toFixed(2)} cores`)
+      }
+    }
+  }
+
   const finished = new Date()
   const runSeconds = (finished.getTime() - started.getTime()) / 1000
   const commit = git(['rev-parse', '--short', 'HEAD'])
@@ -213,6 +231,12 @@ async function main (): Promise<void> {
     print()
     print(stepTable(steps))
   }
+  if (priorityRecords.length > 0) {
+    print()
+    print(`## Priorities: downstream, sheddable at ${config.prioritySheddable} C and critical at ${config.priorityCritical} C`)
+    print()
+    print(priorityTable(priorityRecords, config.priorityVariants))
+  }
   print()
   print('Cells: median of the repeats, (min–max) when they differ. "↳ never sent": timeouts that expired in the client\'s queue before getting a connection; "client queued": requests that waited > 1 ms for a free connection in the client pool; "gen lag": issue time − scheduled time; ⚠: in some repeat the generator did not keep the schedule (sent under 95 % of the rate, or lag p99 over 100 ms): read that row as the generator\'s limit, not the server\'s; "wasted work": handlers that finished after their client had gone; "other CPU": cores taken by processes other than this cell\'s server and generator.')
 
@@ -220,7 +244,7 @@ async function main (): Promise<void> {
   writeFileSync(new URL(out, `file://${root}`), JSON.stringify({
     started: started.toISOString(), finished: finished.toISOString(), runSeconds, commit, dirty, node: process.version, cpu: cpus()[0]?.model,
     config, variants: VARIANTS.filter((v) => variants.includes(v.name)).map((v) => ({ name: v.name, description: v.description })),
-    capacity: capacities, probes, good, goodFrom, sweep: sweepRecords, cells: records, steps, chart: chartInput
+    capacity: capacities, probes, good, goodFrom, sweep: sweepRecords, cells: records, steps, priorities: priorityRecords, chart: chartInput
   }, null, 2) + '\n')
   writeFileSync(new URL(config.chart, `file://${root}`), chart(chartInput))
   log(`wrote ${out} and ${config.chart} (${runSeconds.toFixed(0)} s)`)

@@ -5,7 +5,7 @@
 //   { slow: factor }  the downstream's operations take `factor` times as long from now on (the step)
 //   'stats'           answers { stats } (process CPU, handler counts, pool queue)
 // It exits when the parent goes away.
-import Fastify from 'fastify'
+import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import { overloadVariant } from './variants.js'
 import { DownstreamPool, type ModelName, spin, type WorkSettings } from './work.js'
 
@@ -32,21 +32,23 @@ let wasted = 0
 
 const app = Fastify({ logger: false })
 await overloadVariant(name).register(app, { model: settings.model, goodMaxInFlight: settings.goodMaxInFlight })
-if (settings.model === 'cpu') {
-  app.get('/', (request, reply) => {
-    spin(settings.cpuMs)
-    handled++
-    if (request.raw.socket.destroyed) wasted++
-    reply.send('ok')
-  })
-} else {
-  app.get('/', async (request, reply) => {
+const handler = settings.model === 'cpu'
+  ? (request: FastifyRequest, reply: FastifyReply): void => {
+      spin(settings.cpuMs)
+      handled++
+      if (request.raw.socket.destroyed) wasted++
+      reply.send('ok')
+    }
+  : async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     await pool.run()
     handled++
     if (request.raw.socket.destroyed) wasted++
     return reply.send('ok')
-  })
-}
+  }
+app.get('/', handler)
+// The priorities scenario's two streams (other variants ignore the route config).
+app.get('/sheddable', { config: { admission: { priority: 'sheddable' } } }, handler)
+app.get('/critical', { config: { admission: { priority: 'critical' } } }, handler)
 await app.listen({ host: '127.0.0.1', port: 0 })
 const address = app.server.address()
 if (address === null || typeof address === 'string') throw new Error('no TCP address')
@@ -61,3 +63,11 @@ process.on('message', (message: unknown) => {
 })
 process.on('disconnect', () => { process.exit(0) })
 process.send?.({ port: address.port })
+// OVERLOAD_TRACE=1: the gate's limit and in-flight count on stderr every 200 ms (how the adaptive limit moves).
+if (process.env.OVERLOAD_TRACE === '1') {
+  const t0 = performance.now()
+  setInterval(() => {
+    const s = app.admission?.stats()
+    process.stderr.write(`trace ${((performance.now() - t0) / 1000).toFixed(2)} limit=${String(s?.limit)} inFlight=${s?.inFlight} shed=${s?.shed} admitted=${s?.admitted}\n`)
+  }, 200).unref()
+}

@@ -23,7 +23,10 @@ export const VARIANTS: readonly OverloadVariant[] = [
   { name: 'up-default', description: '@fastify/under-pressure, defaults', register: (app) => app.register(underPressure) },
   { name: 'up-tuned', description: '@fastify/under-pressure, maxEventLoopDelay 50, maxEventLoopUtilization 0.98', register: (app) => app.register(underPressure, { maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98 }) },
   { name: 'admission-good', description: 'fastify-admission, maxInFlight picked by the sweep', register: (app, ctx) => app.register(admission, { maxInFlight: ctx.goodMaxInFlight, rateLimit: false }) },
-  { name: 'admission-256', description: 'fastify-admission, maxInFlight 256 (too high)', register: (app) => app.register(admission, { maxInFlight: 256, rateLimit: false }) }
+  { name: 'admission-256', description: 'fastify-admission, maxInFlight 256 (too high)', register: (app) => app.register(admission, { maxInFlight: 256, rateLimit: false }) },
+  { name: 'admission-adaptive', description: 'fastify-admission, maxInFlight { adaptive: true } (no tuning)', register: (app) => app.register(admission, { maxInFlight: { adaptive: true }, rateLimit: false }) },
+  { name: 'admission-codel', description: 'fastify-admission, queueDelay: true (CoDel on the event-loop delay, no tuning)', register: (app) => app.register(admission, { queueDelay: true, rateLimit: false }) },
+  { name: 'admission-up', description: 'fastify-admission, pressure as up-tuned (maxEventLoopDelay 50, maxEventLoopUtilization 0.98)', register: (app) => app.register(admission, { pressure: { maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98 }, rateLimit: false }) }
 ]
 
 /** The variant the sweep runs with each candidate `maxInFlight` as `goodMaxInFlight`. */

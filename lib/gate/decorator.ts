@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { PressureStatus } from '../pressure/pressure.js'
 import type { BackendLimiter, RatesBackend } from '../rates/backend.js'
 import { RatesInvalidArgumentError } from '../rates/errors.js'
 import type { RouteGate } from './route-gate.js'
@@ -27,6 +28,11 @@ export interface AdmissionDecorator {
   readonly address: string
   /** A snapshot of the counters. */
   stats (): AdmissionStats
+  /**
+   * The global in-flight limit now, for metrics: `maxInFlight` as given, or the adaptive limit's
+   * current value (it moves with the measured latency); `false` without a global gate.
+   */
+  readonly limit: number | false
   /** The registry of the quota that routes without a `rateLimit` of their own share. */
   readonly registry: AdmissionRegistry
   /** The registry of a route's quota (its own, or the shared one), by `METHOD /url` as in `stats().routes`; undefined for a route without one. */
@@ -37,6 +43,11 @@ export interface AdmissionDecorator {
    * while the in-flight gate is full, holding no in-flight permit (a 404 does no work to protect).
    */
   readonly notFound: (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+  /**
+   * Whether the server is under pressure and why (which signal, its value, its limit), the
+   * readings and the queueing-delay controller's state; undefined without `pressure` or `queueDelay`.
+   */
+  pressure (): PressureStatus | undefined
 }
 
 const kDecorator = Symbol.for('fastify-admission.decorator')
@@ -70,8 +81,8 @@ function checkedKey (key: unknown): string {
   return key
 }
 
-export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend): AdmissionStats {
+export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend, limit: number): AdmissionStats {
   const routes: Record<string, GateCounters> = {}
   for (const gate of gates) routes[gate.name] = copyCounters(gate.counters)
-  return { ...copyCounters(global), identities: backend.identities ?? 0, routes }
+  return { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, routes }
 }

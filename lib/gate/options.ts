@@ -3,8 +3,11 @@ import type { Algorithm, Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
+import { pressureSettings, queueDelaySettings, type PressureOptions, type PressureSettings, type QueueDelayOptions, type QueueDelaySettings } from '../pressure/options.js'
 import { metricsOption, type AdmissionMetricsOptions, type MetricsSettings } from '../metrics/options.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
+import { criticalReserveOption, inFlightOption, priorityOption, type AdaptiveInFlightOptions, type AdaptiveSettings } from './in-flight-options.js'
+import type { PriorityName } from './priority.js'
 
 /**
  * A per-client rate limit in the rates capability's policy language. Default algorithm
@@ -27,11 +30,21 @@ export interface AdmissionRouteOptions {
   rateLimit?: RateLimitOptions | false
   /** Tokens one request takes; defaults to the plugin's `cost`. */
   cost?: number
+  /**
+   * This route's priority at the plugin's in-flight gate (default `'normal'`): under pressure
+   * `sheddable` goes first, and `critical` keeps `criticalReserve` of the limit.
+   */
+  priority?: PriorityName
 }
 
 export interface AdmissionOptions {
-  /** Requests in flight at once before new ones are shed with 503; `false` (the default): no shedding. */
-  maxInFlight?: number | false
+  /**
+   * Requests in flight at once before new ones are shed with 503; `false` (the default): no
+   * shedding; `{ adaptive: true }`: a limit that follows the latency of the admitted requests.
+   */
+  maxInFlight?: number | false | AdaptiveInFlightOptions
+  /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
+  criticalReserve?: number
   /** The per-client rate limit; default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
   rateLimit?: RateLimitOptions | false
   /** Tokens one request takes (default 1). */
@@ -66,19 +79,25 @@ export interface AdmissionOptions {
   version?: string
   onShed?: (request: FastifyRequest) => void
   onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
+  /** Shed on the process's signals, as @fastify/under-pressure (see the README's "Coming from @fastify/under-pressure"). */
+  pressure?: PressureOptions
+  /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
+  queueDelay?: boolean | QueueDelayOptions
   /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see the README's "Metrics and events". */
   metrics?: AdmissionMetricsOptions
 }
 
 export interface RouteSettings {
   readonly maxInFlight: number | false
+  readonly priority: PriorityName
   /** `undefined`: the route uses the plugin's limiter. */
   readonly rateLimit: Readonly<Policy> | false | undefined
   readonly cost: number
 }
 
 export interface Settings {
-  readonly maxInFlight: number | false
+  readonly maxInFlight: number | false | AdaptiveSettings
+  readonly criticalReserve: number
   readonly rateLimit: Readonly<Policy> | false
   readonly cost: number
   readonly limitStatusCode: 429 | 503
@@ -93,6 +112,8 @@ export interface Settings {
   readonly version: string | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
+  readonly pressure: PressureSettings | undefined
+  readonly queueDelay: QueueDelaySettings | undefined
   readonly metrics: MetricsSettings | undefined
 }
 
@@ -100,13 +121,13 @@ export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: '
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'metrics'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
 const complain = AdmissionOptionError.complain
 const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true }
-const ROUTE_SHAPE = { keys: GATE_KEYS, expected: 'an object { maxInFlight?, rateLimit?, cost? } or false', nullPrototype: true, options: true }
+const ROUTE_SHAPE = { keys: [...GATE_KEYS, 'priority'], expected: 'an object { maxInFlight?, rateLimit?, cost?, priority? } or false', nullPrototype: true, options: true }
 
 function positiveInteger (path: string, value: unknown): number {
   return checkPositiveInteger(complain, path, value)
@@ -116,9 +137,9 @@ function optionalFunction<F> (path: string, value: unknown): F | undefined {
   return checkOptionalFunction<F>(complain, path, value)
 }
 
-function maxInFlight (path: string, value: unknown, fallback: number | false): number | false {
-  if (value === undefined) return fallback
-  if (value === false) return false
+/** A route's own semaphore: a fixed limit (the adaptive limit is the plugin's). */
+function routeMaxInFlight (path: string, value: unknown): number | false {
+  if (value === undefined || value === false) return false
   return checkPositiveInteger(complain, path, value, 'a positive safe integer or false')
 }
 
@@ -190,8 +211,10 @@ export function validateOptions (options: unknown): Settings {
   if (typeof headers !== 'boolean') throw new AdmissionOptionError('headers', 'a boolean', headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
+  const inFlight = inFlightOption('maxInFlight', input.maxInFlight)
   return Object.freeze({
-    maxInFlight: maxInFlight('maxInFlight', input.maxInFlight, false),
+    maxInFlight: inFlight,
+    criticalReserve: criticalReserveOption(input.criticalReserve, inFlight !== false),
     rateLimit,
     cost: costOption(input.cost, rateLimit),
     limitStatusCode: statusCode,
@@ -205,6 +228,8 @@ export function validateOptions (options: unknown): Settings {
     maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
     onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
+    pressure: pressureSettings(input.pressure),
+    queueDelay: queueDelaySettings(input.queueDelay),
     metrics: metricsOption(input.metrics)
   })
 }
@@ -227,7 +252,8 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   // A route that keeps the plugin's cost must still be able to pay it from its own bucket.
   const cost = costWithin(`${path}.cost`, input.cost === undefined ? plugin.cost : input.cost, effective)
   return Object.freeze({
-    maxInFlight: maxInFlight(`${path}.maxInFlight`, input.maxInFlight, false),
+    maxInFlight: routeMaxInFlight(`${path}.maxInFlight`, input.maxInFlight),
+    priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
     rateLimit,
     cost
   })

@@ -1,16 +1,21 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { acquire, release } from '../core/index.js'
+import { CRITICAL, reserveOf, SHEDDABLE } from './priority.js'
 import type { GateCounters } from './stats.js'
 import type { RouteGate } from './route-gate.js'
 
 // Per-request flags of one registration.
 const HELD_GLOBAL = 1
 const HELD_ROUTE = 2
-const HELD = HELD_GLOBAL | HELD_ROUTE
+/** A global slot taken by a `critical` route: counted in `critical` too (its reserve). */
+const HELD_CRITICAL = 32
+const HELD = HELD_GLOBAL | HELD_ROUTE | HELD_CRITICAL
+/** A slot of the global gate, of either kind. */
+export const HELD_SLOT = HELD_GLOBAL | HELD_CRITICAL
 /** The client went away before the response was written. */
-const ABORTED = 4
+export const ABORTED = 4
 /** The handler's promise is pending and the route has a handler timeout: wait for it. */
-const RUNNING = 8
+export const RUNNING = 8
 /** The response ended while the handler still ran. */
 const ENDED = 16
 
@@ -25,7 +30,7 @@ type Connection = Fields & { once (event: 'close', listener: (this: Connection) 
  * The permits held on one connection form a doubly linked list through `prev`/`next` (no Set: no
  * hashing), whose head hangs on the connection.
  */
-class Permit {
+export class Permit {
   flags: number
   readonly gate: RouteGate
   readonly reply: FastifyReply
@@ -69,13 +74,21 @@ export class Permits {
   private readonly kPermit = Symbol('admission.permit')
   /** On a connection: the head of its list of held permits. */
   private readonly kHeld = Symbol('admission.held')
-  private readonly global: GateCounters
-  private readonly maxInFlight: number
+  protected readonly global: GateCounters
+  /** The global in-flight limit L, or 0 for none; an adaptive gate moves it (`setLimit`). */
+  protected limit = 0
+  /** The share of L kept for `critical` routes, and what it comes to: R, and L - R for `sheddable`. */
+  private readonly reserveShare: number
+  private reserve = 0
+  private sheddableLimit = 0
+  /** Global slots held by `critical` routes. */
+  private critical = 0
   private readonly onConnectionClose: (this: Connection) => void
 
-  constructor (fastify: FastifyInstance, global: GateCounters, maxInFlight: number) {
+  constructor (fastify: FastifyInstance, global: GateCounters, maxInFlight: number, reserveShare = 0) {
     this.global = global
-    this.maxInFlight = maxInFlight
+    this.reserveShare = reserveShare
+    this.setLimit(maxInFlight)
     fastify.decorateRequest(this.kPermit, null)
     const permits = this
     // One function for every connection (`this` is the socket): no closure per request.
@@ -90,25 +103,67 @@ export class Permits {
     }
   }
 
-  private permitOf (request: FastifyRequest): Permit | null {
+  /** The global limit L now (0: no global gate): fixed, or the adaptive limit's latest. */
+  get currentLimit (): number {
+    return this.limit
+  }
+
+  /** `Retry-After` of a 503 of the in-flight gates, s: 1 for a fixed limit; an adaptive one measures it. */
+  retryAfter (): number {
+    return 1
+  }
+
+  /** The plugin's `onClose`: nothing to stop for a fixed limit. */
+  stop (): void {}
+
+  protected setLimit (limit: number): void {
+    this.limit = limit
+    this.reserve = reserveOf(limit, this.reserveShare)
+    this.sheddableLimit = limit - this.reserve
+  }
+
+  protected permitOf (request: FastifyRequest): Permit | null {
     return (request as unknown as Fields)[this.kPermit] as Permit | null
   }
 
-  /** Takes the global permit, then the route's; false (holding nothing) when either is full. */
+  /** Takes the global permit, then the route's; false (holding nothing) when either is full. A `normal` route's. */
   take (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): boolean {
+    if (this.limit === 0) return this.hold(request, reply, gate, HELD_ROUTE)
+    const taken = acquire(this.global.inFlight, this.limit)
+    if (!taken.ok) return false
+    this.global.inFlight = taken.n
+    return this.hold(request, reply, gate, HELD_ROUTE | HELD_GLOBAL)
+  }
+
+  /**
+   * `take` for a route with a priority other than `normal` (there is always a global gate then):
+   * `sheddable` never takes the last R slots; `critical` takes one while the total is below L, or,
+   * at the limit, while fewer than R critical requests hold one (the total then exceeds L by at most R).
+   */
+  takePrioritized (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): boolean {
     const global = this.global
-    const counters = gate.counters
-    let flags = HELD_ROUTE
-    if (this.maxInFlight !== 0) {
-      const taken = acquire(global.inFlight, this.maxInFlight)
+    if (gate.priority === SHEDDABLE) {
+      const taken = acquire(global.inFlight, this.sheddableLimit)
       if (!taken.ok) return false
       global.inFlight = taken.n
-      flags |= HELD_GLOBAL
+      return this.hold(request, reply, gate, HELD_ROUTE | HELD_GLOBAL)
     }
+    // Below its reserve, critical may go R beyond the limit (the others never exceed L, so that is
+    // "always", unless an adaptive limit just fell); at its reserve, it stops at L like `normal`.
+    const taken = acquire(global.inFlight, this.critical < this.reserve ? this.limit + this.reserve : this.limit)
+    if (!taken.ok) return false
+    global.inFlight = taken.n
+    this.critical++
+    return this.hold(request, reply, gate, HELD_ROUTE | HELD_CRITICAL)
+  }
+
+  /** The route's permit, after the global one (`flags` says which was taken); gives the global back when the route is full. */
+  private hold (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, flags: number): boolean {
+    const counters = gate.counters
     if (gate.maxInFlight !== 0) {
       const taken = acquire(counters.inFlight, gate.maxInFlight)
       if (!taken.ok) {
-        if ((flags & HELD_GLOBAL) !== 0) global.inFlight = release(global.inFlight)
+        this.releaseGlobal(flags)
         return false
       }
       counters.inFlight = taken.n
@@ -135,7 +190,16 @@ export class Permits {
 
   /** Whether the global gate is full right now (for requests that hold no permit, such as 404s). */
   get full (): boolean {
-    return this.maxInFlight !== 0 && this.global.inFlight >= this.maxInFlight
+    return this.limit !== 0 && this.global.inFlight >= this.limit
+  }
+
+  // A normal global slot is the common case: one test, as before priorities.
+  private releaseGlobal (flags: number): void {
+    if ((flags & HELD_GLOBAL) !== 0) this.global.inFlight = release(this.global.inFlight)
+    else if ((flags & HELD_CRITICAL) !== 0) {
+      this.global.inFlight = release(this.global.inFlight)
+      this.critical = release(this.critical)
+    }
   }
 
   /** Gives back every permit the request holds, once. */
@@ -158,7 +222,7 @@ export class Permits {
       permit.next = null
       permit.connection = null
     }
-    if ((flags & HELD_GLOBAL) !== 0) this.global.inFlight = release(this.global.inFlight)
+    this.releaseGlobal(flags)
     const counters = permit.gate.counters
     counters.inFlight = release(counters.inFlight)
   }

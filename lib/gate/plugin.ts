@@ -8,7 +8,10 @@ import { clientKey, gateKey } from './client-key.js'
 import { decorateAdmission, registryOver, statsOf, type AdmissionDecorator } from './decorator.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options.js'
 import { validateOptions } from './options.js'
+import { AdaptivePermits } from './adaptive-permits.js'
 import { Permits } from './permits.js'
+import { Pressure, type GateHook } from '../pressure/pressure.js'
+import { exposeStatusRoute } from '../pressure/status-route.js'
 import { Quotas } from './quotas.js'
 import { RateCheck } from './rate-check.js'
 import { registrationAddress } from './registration-address.js'
@@ -61,39 +64,56 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     return
   }
   const global = newCounters()
-  const permits = new Permits(fastify, global, settings.maxInFlight === false ? 0 : settings.maxInFlight)
+  const permits = permitsFor(fastify, global, settings)
+  fastify.addHook('onClose', (_instance, closed) => { permits.stop(); closed() })
   const check = new RateCheck(settings, global, permits, fastify.log, address)
   const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
-  const wiring = new RouteWiring(settings, quotas, shared, permits, check, serverTimeout)
+  // Off unless asked for: no timer, no sampler, and the route hooks are the gate's own.
+  const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay, check)
+  const wiring = new RouteWiring(settings, quotas, shared, permits, check, serverTimeout, pressure)
   wiring.gates.set(notFound.name, notFound)
   fastify.addHook('onRoute', (route) => { wiring.wire(route) })
   fastify.addHook('onReady', (ready) => { ready(wiring.errors[0]) })
+  if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
+  const notFoundGate = function notFoundGate (request: Parameters<GateHook>[0], reply: Parameters<GateHook>[1], next: Parameters<GateHook>[2]): void {
+    if (permits.full) check.shed(request, reply, notFound)
+    else if (notFound.limiter === undefined) check.admit(request, notFound, next)
+    else check.run(request, reply, notFound, next)
+  }
 
   const toKey = settings.key === undefined
     ? (key: string) => clientKey(key, settings.ipv6Subnet)
     : gateKey
   decorateAdmission(fastify, Object.freeze({
     address,
-    stats: () => statsOf(global, wiring.gates.values(), backend),
+    stats: pressure === undefined
+      ? () => statsOf(global, wiring.gates.values(), backend, permits.currentLimit)
+      : () => ({ ...statsOf(global, wiring.gates.values(), backend, permits.currentLimit), pressure: pressure.counts() }),
+    get limit () { return permits.currentLimit === 0 ? false : permits.currentLimit },
+    pressure: () => pressure?.status(),
     registry: registryOver(shared, toKey),
     registryOf: (route: string) => {
       const gate = wiring.gates.get(route)
       return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)
     },
-    notFound (this: FastifyInstance, request, reply, next) {
-      if (permits.full) check.shed(request, reply, notFound)
-      else if (notFound.limiter === undefined) check.admit(request, notFound, next)
-      else check.run(request, reply, notFound, next)
-    }
+    notFound: pressure === undefined ? notFoundGate : pressure.hook(notFound, notFoundGate)
   } satisfies AdmissionDecorator))
   if (metrics === undefined) {
     done()
     return
   }
-  const source = { global, gates: () => wiring.gates.values(), maxInFlight: settings.maxInFlight === false ? 0 : settings.maxInFlight, admitsOnBackendError: settings.onBackendError === 'allow' }
+  const source = { global, gates: () => wiring.gates.values(), limit: () => permits.currentLimit, admitsOnBackendError: settings.onBackendError === 'allow' }
   metrics.start(fastify, source, address).then(() => { done() }, done)
+}
+
+/** The permits of the global gate: chosen here, so that a fixed limit never runs the adaptive one's code. */
+function permitsFor (fastify: FastifyInstance, global: ReturnType<typeof newCounters>, settings: Settings): Permits {
+  const inFlight = settings.maxInFlight
+  if (inFlight === false) return new Permits(fastify, global, 0)
+  if (typeof inFlight === 'number') return new Permits(fastify, global, inFlight, settings.criticalReserve)
+  return new AdaptivePermits(fastify, global, inFlight.limit, settings.criticalReserve)
 }
 
 export const admissionPlugin = fp(admission, { fastify: '5.x', name: 'fastify-admission' })

@@ -143,13 +143,16 @@ export class RateCheck {
     refuse(reply, 503, seconds, this.settings.responseBody, 'Service temporarily unavailable')
   }
 
-  /** A 503 for a full in-flight gate. */
-  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate): void {
+  /**
+   * A 503 for a full in-flight gate (`Retry-After` from the permits: 1, or the adaptive limit's
+   * measured latency), or for pressure (its own `Retry-After` and message).
+   */
+  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retrySeconds = this.permits.retryAfter(), message = 'Server is at capacity'): void {
     this.global.shed++
     gate.counters.shed++
     if (this.settings.onShed !== undefined) this.settings.onShed(request)
-    refused(this.registration, request, gate.name, 'shed', 503, 1, undefined, false)
-    refuse(reply, 503, 1, this.settings.responseBody, 'Server is at capacity')
+    refused(this.registration, request, gate.name, 'shed', 503, retrySeconds, undefined, false)
+    refuse(reply, 503, retrySeconds, this.settings.responseBody, message)
   }
 }
 

@@ -1,6 +1,7 @@
 import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter, SynchronousDecisions } from '../rates/backend.js'
 import { policyHeader, quotaOf } from './headers.js'
+import { NORMAL, type Priority } from './priority.js'
 import { newCounters, type GateCounters } from './stats.js'
 
 /** What a registration knows of one route (or of the requests that matched none). */
@@ -23,12 +24,14 @@ export interface RouteGate {
   readonly cost: number
   /** The route has a handler timeout: its permit waits for the handler, not for the response. */
   readonly waitsForHandler: boolean
+  /** Its priority at the global in-flight gate. */
+  readonly priority: Priority
   /** A backend failure was logged and no decision has succeeded since: stay quiet. */
   failing: boolean
 }
 
 export function routeGate (name: string, maxInFlight: number | false, limiter: BackendLimiter | undefined, policy: Readonly<Policy> | false | undefined,
-  cost: number, headers: boolean, waitsForHandler: boolean): RouteGate {
+  cost: number, headers: boolean, waitsForHandler: boolean, priority: Priority = NORMAL): RouteGate {
   const limited = limiter !== undefined && policy !== undefined && policy !== false
   return {
     name,
@@ -41,6 +44,7 @@ export function routeGate (name: string, maxInFlight: number | false, limiter: B
     quota: limited ? quotaOf(policy).quota : 0,
     cost,
     waitsForHandler,
+    priority,
     failing: false
   }
 }

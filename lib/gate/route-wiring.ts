@@ -1,9 +1,11 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
+import type { Pressure } from '../pressure/pressure.js'
 import type { BackendLimiter } from '../rates/backend.js'
 import { validateRouteOptions, type Settings } from './options.js'
 import type { Handler, Permits } from './permits.js'
 import type { Quotas } from './quotas.js'
 import type { RateCheck } from './rate-check.js'
+import { NORMAL, PRIORITY_NAMES, type Priority } from './priority.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 
 type Hook = (...args: never[]) => unknown
@@ -30,17 +32,19 @@ export class RouteWiring {
   private readonly permits: Permits
   private readonly check: RateCheck
   private readonly serverTimeout: number | undefined
+  private readonly pressure: Pressure | undefined
   /** GET routes by URL, with the handler they were given: their HEAD twin shares their gate. */
   private readonly getRoutes = new Map<string, { handler: unknown, gate: RouteGate }>()
   private readonly onResponse: Hook
 
-  constructor (settings: Settings, quotas: Quotas, shared: BackendLimiter | undefined, permits: Permits, check: RateCheck, serverTimeout?: number) {
+  constructor (settings: Settings, quotas: Quotas, shared: BackendLimiter | undefined, permits: Permits, check: RateCheck, serverTimeout?: number, pressure?: Pressure) {
     this.settings = settings
     this.quotas = quotas
     this.shared = shared
     this.permits = permits
     this.check = check
     this.serverTimeout = serverTimeout
+    this.pressure = pressure
     this.onResponse = function admissionOnResponse (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
       permits.responded(request, reply)
       done()
@@ -63,11 +67,20 @@ export class RouteWiring {
     const permits = this.permits
     const check = this.check
     const admitGate = gate
-    const onRequest = function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-      if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
-      else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
-      else check.run(request, reply, admitGate, done)
-    }
+    // The hook is chosen here: a `normal` route's path is the one it was before priorities, and
+    // with no pressure options the hook is the gate's own, with nothing added.
+    const gateHook = gate.priority === NORMAL
+      ? function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+        if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
+        else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
+        else check.run(request, reply, admitGate, done)
+      }
+      : function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+        if (!permits.takePrioritized(request, reply, admitGate)) check.shed(request, reply, admitGate)
+        else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
+        else check.run(request, reply, admitGate, done)
+      }
+    const onRequest = this.pressure === undefined ? gateHook : this.pressure.hook(gate, gateHook)
     route.onRequest = first(onRequest, route.onRequest) as RouteOptions['onRequest']
     route.onResponse = first(this.onResponse, route.onResponse) as RouteOptions['onResponse']
     route.handler = this.permits.watch(route.handler as Handler, gate.waitsForHandler)
@@ -81,8 +94,9 @@ export class RouteWiring {
       const parsed = own === undefined ? undefined : validateRouteOptions(own, name, settings)
       if (parsed === false) return false
       if (parsed === undefined) return routeGate(name, false, this.shared, settings.rateLimit, settings.cost, settings.headers, waits)
-      if (parsed.rateLimit === undefined) return routeGate(name, parsed.maxInFlight, this.shared, settings.rateLimit, parsed.cost, settings.headers, waits)
-      return routeGate(name, parsed.maxInFlight, this.quotas.open(name, parsed.rateLimit), parsed.rateLimit, parsed.cost, settings.headers, waits)
+      const priority = PRIORITY_NAMES.indexOf(parsed.priority) as Priority
+      if (parsed.rateLimit === undefined) return routeGate(name, parsed.maxInFlight, this.shared, settings.rateLimit, parsed.cost, settings.headers, waits, priority)
+      return routeGate(name, parsed.maxInFlight, this.quotas.open(name, parsed.rateLimit), parsed.rateLimit, parsed.cost, settings.headers, waits, priority)
     } catch (error) {
       this.errors.push(error as Error)
       return false

@@ -15,8 +15,8 @@ export interface MetricsSource {
   readonly registration: string
   readonly global: GateCounters
   readonly gates: () => Iterable<RouteGate>
-  /** The global in-flight limit, 0 for none. */
-  readonly maxInFlight: number
+  /** The global in-flight limit now, 0 for none (an adaptive limit moves: read at each scrape). */
+  readonly limit: () => number
   /** `onBackendError: 'allow'`: a request the backend could not decide for is admitted, not refused. */
   readonly admitsOnBackendError: boolean
 }
@@ -81,8 +81,11 @@ class MetricSet {
     scraped(prom.Gauge, METRIC_NAMES.inFlight, 'Requests holding an in-flight permit of the registration.', ['registration'], (put) => {
       for (const source of sources.values()) put({ registration: source.registration }, heldBy(source))
     })
-    scraped(prom.Gauge, METRIC_NAMES.inFlightLimit, 'The registration\'s maxInFlight (absent when it sheds nothing).', ['registration'], (put) => {
-      for (const source of sources.values()) if (source.maxInFlight !== 0) put({ registration: source.registration }, source.maxInFlight)
+    scraped(prom.Gauge, METRIC_NAMES.inFlightLimit, 'The registration\'s in-flight limit now: maxInFlight, or the adaptive limit (absent when it sheds nothing).', ['registration'], (put) => {
+      for (const source of sources.values()) {
+        const limit = source.limit()
+        if (limit !== 0) put({ registration: source.registration }, limit)
+      }
     })
     scraped(prom.Gauge, METRIC_NAMES.routeInFlight, 'Requests of the route holding an in-flight permit.', ROUTE, (put) => {
       each((source, gate) => { put({ registration: source.registration, route: gate.name }, gate.counters.inFlight) })
@@ -114,7 +117,7 @@ class MetricSet {
  * count, and the routes' counts add up to the same number (every permit is a route's).
  */
 function heldBy (source: MetricsSource): number {
-  if (source.maxInFlight !== 0) return source.global.inFlight
+  if (source.limit() !== 0) return source.global.inFlight
   let held = 0
   for (const gate of source.gates()) held += gate.counters.inFlight
   return held

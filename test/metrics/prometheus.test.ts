@@ -246,3 +246,14 @@ t.test('a registration with metrics inside a fastify-plugin still reports', asyn
   await app.inject('/w')
   t.equal(valueOf(await scrape(registry), `${P}requests_total`, { registration: 'wrapped', route: 'GET /w', outcome: 'admitted' }), 1)
 })
+
+t.test('an adaptive in-flight limit: the limit gauge is its value at the scrape, as stats() reports it', async (t) => {
+  const registry = new Registry()
+  const app = await appWith(t, registry, { maxInFlight: { adaptive: true, initial: 7 } })
+  app.get('/a', async () => 'ok')
+  await app.inject('/a')
+  const m = await scrape(registry)
+  t.equal(valueOf(m, `${P}in_flight_limit_requests`, { registration: 'app' }), app.admission.stats().limit)
+  t.equal(valueOf(m, `${P}in_flight_limit_requests`, { registration: 'app' }), 7)
+  t.equal(valueOf(m, `${P}requests_total`, { route: 'GET /a', outcome: 'admitted' }), 1)
+})

@@ -8,7 +8,7 @@ import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import { kernelOf, type Algorithm, type Policy } from '../../../lib/core/rates/index.js'
 import { capacityOf, normalizePolicy, policyFingerprint } from '../../../lib/rates/policy.js'
-import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
+import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
 import { readStored, recoveryMs, validFields, worstState } from '../../../lib/backends/redis/stored-state.js'
 import { deleteKeys, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
@@ -22,6 +22,9 @@ const shared = await sharedRedis()
 const skip = 'skip' in shared ? shared.skip : false
 const redis = 'redis' in shared ? shared.redis : (undefined as never)
 if (!skip) t.teardown(() => redis.quit())
+// These tests call EVALSHA directly: the script must be on the server whatever ran before (a
+// new script's SHA is on no server until something loads it).
+if (!skip) await redis.script('LOAD', DECIDE_LUA)
 
 // ---- the TypeScript side alone -----------------------------------------------------------------
 

@@ -8,7 +8,7 @@ import t from 'tap'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import { RatesUnavailableError } from '../../../lib/rates/errors.js'
 import { policyFingerprint } from '../../../lib/rates/policy.js'
-import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
+import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { redisBackend, testingRedisBackend, type RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 import { deleteKeys, redisServerMissing, serverNow, sharedRedis, startPrivateServer, testClient, uniquePrefix } from './helpers.js'
 
@@ -34,6 +34,9 @@ const noServer = await redisServerMissing()
 const skip = 'skip' in shared ? shared.skip : false
 const redis = 'redis' in shared ? shared.redis : (undefined as never)
 if (!skip) t.teardown(() => redis.quit())
+// These tests call EVALSHA directly: the script must be on the server whatever ran before (a
+// new script's SHA is on no server until something loads it).
+if (!skip) await redis.script('LOAD', DECIDE_LUA)
 
 t.test('the backend: no deadline before a server time is observed; then the server time its timeout fires at', async (t) => {
   // One test clock: the server runs 4000 ms ahead; each round trip takes 30 ms.

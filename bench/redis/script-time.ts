@@ -2,12 +2,14 @@
 // same random keys, on a private redis-server (so the counters are ours alone), read from
 // `INFO commandstats`. Redis's CPU is what a shared quota costs the Redis host, and on a machine
 // where Redis shares the cores with the app it also bounds the HTTP throughput.
-// `node --import tsx bench/redis-cost.ts`: prints one JSON line (RedisCostResult).
+// `node --import tsx bench/redis/script-time.ts`: prints one JSON line (RedisCostResult). The
+// micro-benchmarks of `npm run bench` run it; `npm run bench:redis` (run.ts) measures far more.
 import { createRequire } from 'node:module'
 import { Redis } from 'ioredis'
-import { DECIDE_LUA, DECIDE_SHA } from '../lib/backends/redis/decide-script.js'
-import { policyFingerprint } from '../lib/rates/policy.js'
-import { startPrivateServer } from '../test/backends/redis/helpers.js'
+import { DECIDE_LUA, DECIDE_SHA } from '../../lib/backends/redis/decide-script.js'
+import { policyFingerprint } from '../../lib/rates/policy.js'
+import { startPrivateServer } from '../../test/backends/redis/helpers.js'
+import { countersBetween, readCounters, scriptCounters } from './redis-info.js'
 
 export interface RedisCostResult {
   decisions: number
@@ -27,21 +29,16 @@ const DECISIONS = 50_000
 const KEYS = 10_000
 const BATCH = 100
 
-function usecPerCall (info: string, command: string): number {
-  const line = info.split('\r\n').find((l) => l.startsWith(`cmdstat_${command}:`))
-  const match = line === undefined ? null : /usec_per_call=([\d.]+)/.exec(line)
-  if (match === null) throw new Error(`no cmdstat_${command} in INFO commandstats`)
-  return Number(match[1])
-}
-
-async function measure (client: Redis, command: string, decide: (key: string) => Promise<unknown>): Promise<number> {
-  await client.config('RESETSTAT')
+/** Redis's microseconds per script call (EVALSHA, and EVAL if any) over DECISIONS decisions. */
+async function measure (client: Redis, decide: (key: string) => Promise<unknown>): Promise<number> {
+  const before = await readCounters(client)
   for (let i = 0; i < DECISIONS; i += BATCH) {
     const batch: Array<Promise<unknown>> = []
     for (let j = i; j < i + BATCH; j++) batch.push(decide(`10.0.${(j % KEYS) >> 8}.${(j % KEYS) & 255}`))
     await Promise.all(batch)
   }
-  return usecPerCall(await client.info('commandstats'), command)
+  const script = scriptCounters(countersBetween(before, await readCounters(client)))
+  return script.usec / script.calls
 }
 
 const server = await startPrivateServer()
@@ -50,11 +47,11 @@ try {
   // The gate's default shape in the HTTP benchmark: a token bucket, 1e9 per minute.
   const fingerprint = policyFingerprint({ algorithm: 'token-bucket', limit: 1e9, windowMs: 60_000 })
   await client.script('LOAD', DECIDE_LUA)
-  const admission = await measure(client, 'evalsha', (key) => client.evalsha(DECIDE_SHA, 1, `admission:{bench#admission:*:S${key.length}:${key}}`, fingerprint, '1'))
+  const admission = await measure(client, (key) => client.evalsha(DECIDE_SHA, 1, `admission:{bench#admission:*:S${key.length}:${key}}`, fingerprint, '1'))
   const store = new RedisStore(false, false, client, 'rl:')
   // Its first call loads the script (EVALSHA falls back to EVAL once); not counted.
   await new Promise((resolve, reject) => { store.incr('warm', (error) => { error === null ? resolve(undefined) : reject(error) }, 60_000, 1e9) })
-  const rateLimit = await measure(client, 'evalsha', (key) => new Promise((resolve, reject) => {
+  const rateLimit = await measure(client, (key) => new Promise((resolve, reject) => {
     store.incr(key, (error, result) => { error === null ? resolve(result) : reject(error) }, 60_000, 1e9)
   }))
   client.disconnect()

@@ -1,0 +1,84 @@
+import { types } from 'node:util'
+import { adaptiveLimitOptions, type AdaptiveLimitOptions } from '../core/adaptive/limit.js'
+import { exactObject, numberInRange, positiveInteger } from '../validation/checks.js'
+import { AdmissionOptionError } from './errors.js'
+import { DEFAULT_CRITICAL_RESERVE, PRIORITY_NAMES, type PriorityName } from './priority.js'
+
+/**
+ * `maxInFlight: { adaptive: true }`: the limit follows the latency of the requests it admits
+ * (the core's `lib/core/adaptive/limit.ts`). Everything else is optional and starts sane.
+ */
+export interface AdaptiveInFlightOptions {
+  adaptive: true
+  /** The lowest limit (default 1). */
+  min?: number
+  /** The highest limit (default 1000). */
+  max?: number
+  /** The limit before the first sample (default 20, clamped into [min, max]). */
+  initial?: number
+  /** How much slower than the no-load latency a response may be before it counts as queueing (default 1.5; 1 to 10). */
+  tolerance?: number
+  /** How long queueing may go on before the no-load latency is measured again, ms (default 10 000). */
+  probeIntervalMs?: number
+}
+
+/** The validated adaptive option: the core's parameters, frozen. */
+export interface AdaptiveSettings {
+  readonly adaptive: true
+  readonly limit: AdaptiveLimitOptions
+}
+
+const complain = AdmissionOptionError.complain
+const EXPECTED = 'a positive safe integer or false, or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }'
+const ADAPTIVE_SHAPE = { keys: ['adaptive', 'min', 'max', 'initial', 'tolerance', 'probeIntervalMs'], expected: '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
+const DEFAULTS = adaptiveLimitOptions()
+/**
+ * The gate feeds the controller one sample per window of a round trip, each already a mean of
+ * several responses (adaptive-permits.ts), so its short-term RTT may move faster than the core's
+ * per-response default (0.1): at 0.1 per window, the RTT took 2-3 s to fall back after the step's
+ * slowdown ended, and the limit, which does not grow while the RTT falls, shed a quarter of 0.8 C meanwhile.
+ */
+export const WINDOW_FAST_WEIGHT = 0.3
+
+function adaptiveOption (path: string, value: object): AdaptiveSettings {
+  const input = exactObject(complain, path, value, ADAPTIVE_SHAPE)
+  if (input.adaptive !== true) throw new AdmissionOptionError(`${path}.adaptive`, 'true (a fixed limit is a number)', input.adaptive)
+  const min = input.min === undefined ? DEFAULTS.min : positiveInteger(complain, `${path}.min`, input.min)
+  const max = input.max === undefined ? DEFAULTS.max : positiveInteger(complain, `${path}.max`, input.max)
+  if (max < min) {
+    throw input.max === undefined
+      ? new AdmissionOptionError(`${path}.min`, `at most max (${max}, the default)`, min)
+      : new AdmissionOptionError(`${path}.max`, `at least min (${min})`, max)
+  }
+  const initial = input.initial === undefined ? Math.min(max, Math.max(min, DEFAULTS.initial)) : positiveInteger(complain, `${path}.initial`, input.initial)
+  if (initial < min || initial > max) throw new AdmissionOptionError(`${path}.initial`, `from min to max (${min} to ${max})`, initial)
+  const tolerance = input.tolerance === undefined ? DEFAULTS.tolerance : numberInRange(complain, `${path}.tolerance`, input.tolerance, 1, 10, 'a number from 1 to 10')
+  const probeIntervalMs = input.probeIntervalMs === undefined ? DEFAULTS.probeIntervalMs : positiveInteger(complain, `${path}.probeIntervalMs`, input.probeIntervalMs)
+  return Object.freeze({ adaptive: true, limit: adaptiveLimitOptions({ min, max, initial, tolerance, probeIntervalMs, fastWeight: WINDOW_FAST_WEIGHT }) })
+}
+
+/** The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default) or the adaptive one. */
+export function inFlightOption (path: string, value: unknown): number | false | AdaptiveSettings {
+  if (value === undefined || value === false) return false
+  // An object that says `adaptive` (or a Proxy, which the toolkit refuses unread) is the adaptive
+  // option; any other value is a number that is not one.
+  if (typeof value === 'object' && value !== null && (types.isProxy(value) || Object.hasOwn(value, 'adaptive'))) return adaptiveOption(path, value)
+  return positiveInteger(complain, path, value, EXPECTED)
+}
+
+/** The share of the in-flight limit kept for `critical` routes: in [0, 1); only with a `maxInFlight`. */
+export function criticalReserveOption (value: unknown, gated: boolean): number {
+  // Without a gate there is nothing to reserve: 0, not a default that would mean nothing.
+  if (value === undefined) return gated ? DEFAULT_CRITICAL_RESERVE : 0
+  const share = numberInRange(complain, 'criticalReserve', value, 0, 1, 'a share of the in-flight limit, from 0 to below 1', true)
+  if (!gated) throw new AdmissionOptionError('criticalReserve', 'unset when there is no `maxInFlight` (it is a share of that limit)', value)
+  return share
+}
+
+/** A route's `priority`: only where the plugin has a global in-flight gate for it to act on. */
+export function priorityOption (path: string, value: unknown, gated: boolean): PriorityName {
+  if (value === undefined) return 'normal'
+  if (!(PRIORITY_NAMES as readonly unknown[]).includes(value)) throw new AdmissionOptionError(path, "'critical', 'normal' or 'sheddable'", value)
+  if (!gated) throw new AdmissionOptionError(path, "unset when the plugin has no `maxInFlight` (a priority orders the plugin's in-flight gate)", value)
+  return value as PriorityName
+}

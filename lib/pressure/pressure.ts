@@ -1,0 +1,155 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { RateCheck } from '../gate/rate-check.js'
+import type { RouteGate } from '../gate/route-gate.js'
+import { DelayProbe } from './delay-probe.js'
+import type { PressureSettings, QueueDelaySettings } from './options.js'
+import { Sampler } from './sampler.js'
+import type { PressureReadings, Signal } from './signals.js'
+
+export type GateHook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+
+/** Why requests were shed by pressure: by signal, and by the queueing-delay controller. */
+export type ShedReason = Signal | 'queueDelay'
+
+/** Counters of the pressure part, in `stats().pressure`. */
+export interface PressureCounts {
+  /** Requests answered 503 by each reason (also counted in `shed`). */
+  readonly shed: Readonly<Record<ShedReason, number>>
+  /** Requests handed to `pressureHandler` instead of a 503. */
+  readonly handled: number
+}
+
+/** What `app.admission.pressure()` and the status route say. */
+export interface PressureStatus {
+  /** A signal is over its limit: every gated request is answered 503 (or by `pressureHandler`). */
+  readonly underPressure: boolean
+  /** The first signal over its limit, in under-pressure's order: its value and its limit. */
+  readonly reason?: { readonly signal: Signal, readonly value: number | undefined, readonly limit: number | undefined }
+  /** The latest readings (with `pressure`), and the limits they are held to. */
+  readonly readings?: PressureReadings
+  readonly limits?: Readonly<Partial<Record<Signal, number>>>
+  /**
+   * The queueing-delay shedder (with `queueDelay`): whether the CoDel controller sees a standing
+   * queue (the loop's lateness above `targetMs` for an interval), the latest lateness, and the cut:
+   * requests that waited longer in their turn of the loop are shed.
+   */
+  readonly queueDelay?: { readonly standing: boolean, readonly delayMs: number, readonly cutMs: number, readonly targetMs: number, readonly intervalMs: number }
+  readonly counts: PressureCounts
+}
+
+function zeroCounts (): Record<ShedReason, number> {
+  return { eventLoopDelay: 0, heapUsedBytes: 0, rssBytes: 0, healthCheck: 0, eventLoopUtilization: 0, queueDelay: 0 }
+}
+
+/**
+ * The pressure part of one registration: the sampler of the signals, the queueing-delay probe,
+ * and the step that runs before the in-flight gate in `onRequest`. Per request it reads one
+ * number (`active`, non-zero only while a signal is over or the controller sheds) and, only then,
+ * decides; the samplers update it from their timers.
+ */
+export class Pressure {
+  /** Non-zero while anything may shed (always with `queueDelay`): the one field a request reads when nothing does. */
+  active = 0
+  readonly sampler: Sampler | undefined
+  readonly probe: DelayProbe | undefined
+  private readonly settings: PressureSettings | undefined
+  private readonly queue: QueueDelaySettings | undefined
+  private readonly check: RateCheck
+  private readonly shedBy = zeroCounts()
+  private handled = 0
+  private readonly queueRetry: number
+
+  constructor (fastify: FastifyInstance, settings: PressureSettings | undefined, queue: QueueDelaySettings | undefined, check: RateCheck) {
+    this.settings = settings
+    this.queue = queue
+    this.check = check
+    const changed = (): void => { this.refresh() }
+    this.sampler = settings === undefined ? undefined : new Sampler(settings, fastify, changed)
+    this.probe = queue === undefined ? undefined : new DelayProbe(queue)
+    // A standing queue lasts an interval at least: never less than a second, the header's unit.
+    this.queueRetry = queue === undefined ? 1 : Math.max(1, Math.ceil(queue.codel.intervalMs / 1000))
+    this.refresh()
+    fastify.addHook('onReady', async () => {
+      await this.sampler?.start()
+      this.probe?.start()
+    })
+    fastify.addHook('onClose', (_instance, done) => {
+      this.sampler?.stop()
+      this.probe?.stop()
+      done()
+    })
+  }
+
+  private refresh (): void {
+    this.active = (this.sampler?.over === undefined ? 0 : 1) | (this.probe === undefined ? 0 : 2)
+  }
+
+  /** The route's `onRequest`: the pressure step, then the gate's own (shed, then limit). */
+  hook (gate: RouteGate, gateHook: GateHook): GateHook {
+    const pressure = this
+    return function admissionOnRequest (request, reply, done) {
+      if (pressure.active === 0) gateHook(request, reply, done)
+      else pressure.decide(request, reply, gate, done, gateHook)
+    }
+  }
+
+  /** Something may shed: a signal over its limit sheds all; the queue-delay shedder, the requests that waited too long. */
+  decide (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, done: HookHandlerDoneFunction, next: GateHook): void {
+    const over = this.sampler?.over
+    if (over !== undefined) {
+      this.underPressure(request, reply, gate, done, next, over)
+      return
+    }
+    if (this.probe!.sheds()) {
+      this.shedBy.queueDelay++
+      this.check.shed(request, reply, gate, this.queueRetry, 'Server is overloaded')
+    } else {
+      next(request, reply, done)
+    }
+  }
+
+  private underPressure (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, done: HookHandlerDoneFunction, next: GateHook, over: Signal): void {
+    const settings = this.settings!
+    const handler = settings.pressureHandler
+    if (handler === undefined) {
+      this.shedBy[over]++
+      this.check.shed(request, reply, gate, settings.retryAfter, 'Server is under pressure')
+      return
+    }
+    // As under-pressure: a promise, then the request goes on (unless it was answered); nullish,
+    // it goes on now; anything else is sent as the answer.
+    this.handled++
+    const value = over === 'healthCheck' ? undefined : this.sampler!.readings[over]
+    const goOn = (): void => { if (!reply.sent) next(request, reply, done) }
+    let result: unknown
+    try {
+      result = handler(request, reply, over, value)
+    } catch (error) {
+      done(error as Error)
+      return
+    }
+    if (result instanceof Promise) result.then(goOn, (error: unknown) => { done(error as Error) })
+    else if (result === undefined || result === null) goOn()
+    else reply.send(result)
+  }
+
+  counts (): PressureCounts {
+    return { shed: { ...this.shedBy }, handled: this.handled }
+  }
+
+  status (): PressureStatus {
+    const sampler = this.sampler
+    const probe = this.probe
+    const over = sampler?.over
+    const limits = this.settings?.limits
+    return {
+      underPressure: over !== undefined,
+      ...(over === undefined ? {} : { reason: { signal: over, value: over === 'healthCheck' ? undefined : sampler!.readings[over], limit: limits![over] } }),
+      ...(sampler === undefined ? {} : { readings: { ...sampler.readings }, limits: { ...limits } }),
+      ...(probe === undefined
+        ? {}
+        : { queueDelay: { standing: probe.codel.shedding, delayMs: probe.delayMs, cutMs: probe.cutMs, targetMs: this.queue!.codel.targetMs, intervalMs: this.queue!.codel.intervalMs } }),
+      counts: this.counts()
+    }
+  }
+}

@@ -1,0 +1,103 @@
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { PressureSettings } from './options.js'
+import { processReadings, signalOver, type PressureReadings, type Signal } from './signals.js'
+
+const NO_READINGS: PressureReadings = Object.freeze({ eventLoopDelay: 0, eventLoopUtilization: 0, heapUsedBytes: 0, rssBytes: 0 })
+
+/**
+ * Reads the signals every `sampleInterval` on an unref'd timer (never per request) and keeps the
+ * verdict — the signal over its limit, if any — where the request hook reads it as one field.
+ * `healthCheck` runs on its own timer, one run at a time; unhealthy until its first run says
+ * otherwise (as under-pressure). Started at `onReady`, stopped at `onClose`.
+ */
+export class Sampler {
+  /** The signal over its limit, or undefined: what the request hook reads. */
+  over: Signal | undefined = undefined
+  readings: PressureReadings = NO_READINGS
+  /** Whether the latest health check passed (true when there is none). */
+  healthy: boolean
+  private readonly settings: PressureSettings
+  private readonly fastify: FastifyInstance
+  private readonly log: FastifyBaseLogger
+  private readonly changed: () => void
+  private source: { read: () => PressureReadings, stop: () => void } | undefined
+  private timer: NodeJS.Timeout | undefined
+  private healthTimer: NodeJS.Timeout | undefined
+  private stopped = false
+
+  /** `changed` runs after a sample changes the verdict. */
+  constructor (settings: PressureSettings, fastify: FastifyInstance, changed: () => void) {
+    this.settings = settings
+    this.fastify = fastify
+    this.log = fastify.log
+    this.changed = changed
+    this.healthy = settings.healthCheck === undefined
+  }
+
+  /** The first sample and the first health check, then the timers. */
+  async start (): Promise<void> {
+    const given = this.settings.readings
+    this.source = given === undefined ? processReadings() : { read: given, stop () {} }
+    if (this.settings.healthCheck !== undefined) await this.checkHealth()
+    this.sample()
+    this.timer = setTimeout(() => {
+      this.sample()
+      this.timer?.refresh()
+    }, this.settings.sampleInterval).unref()
+    const every = this.settings.healthCheckInterval
+    if (every !== undefined) {
+      const again = (): void => {
+        void this.checkHealth().then(() => { if (!this.stopped) this.healthTimer?.refresh() })
+      }
+      this.healthTimer = setTimeout(again, every).unref()
+    }
+  }
+
+  stop (): void {
+    this.stopped = true
+    clearTimeout(this.timer)
+    clearTimeout(this.healthTimer)
+    this.source?.stop()
+  }
+
+  /** Runs the health check: a falsy answer or a throw is unhealthy; returns what it answered. */
+  async checkHealth (): Promise<unknown> {
+    let answer: unknown
+    try {
+      answer = await this.settings.healthCheck!(this.fastify)
+    } catch (error) {
+      this.log.error({ err: error }, 'fastify-admission: the pressure healthCheck threw; the server counts as unhealthy until it passes')
+      answer = false
+    }
+    const healthy = Boolean(answer)
+    if (healthy !== this.healthy) {
+      this.healthy = healthy
+      this.decide()
+    }
+    return answer
+  }
+
+  /** Reads the signals once; a source that throws keeps the previous readings, and says so. */
+  sample (): void {
+    try {
+      this.readings = this.source!.read()
+    } catch (error) {
+      this.log.error({ err: error }, 'fastify-admission: reading the pressure signals failed; keeping the previous readings')
+    }
+    this.decide()
+  }
+
+  private decide (): void {
+    const over = signalOver(this.readings, this.settings.limits, this.healthy)
+    if (over === this.over) return
+    const was = this.over
+    this.over = over
+    if (over === undefined) {
+      this.log.info(`fastify-admission: no longer under pressure (${String(was)} back within its limit)`)
+    } else {
+      const value = over === 'healthCheck' ? 'failed' : `${this.readings[over]} > ${this.settings.limits[over]}`
+      this.log.warn({ signal: over }, `fastify-admission: under pressure (${over} ${value}); gated requests are answered 503 with Retry-After: ${this.settings.retryAfter}`)
+    }
+    this.changed()
+  }
+}

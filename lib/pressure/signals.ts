@@ -1,0 +1,63 @@
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
+
+/** The process's signals, as one sample reads them. */
+export interface PressureReadings {
+  /** Mean event-loop delay over the sample, ms (Infinity when the loop was blocked the whole sample). */
+  readonly eventLoopDelay: number
+  /** Event-loop utilization over the sample, in [0, 1]. */
+  readonly eventLoopUtilization: number
+  readonly heapUsedBytes: number
+  readonly rssBytes: number
+}
+
+/** A reason to be under pressure; the names are @fastify/under-pressure's `TYPE_*` values. */
+export type Signal = 'eventLoopDelay' | 'heapUsedBytes' | 'rssBytes' | 'healthCheck' | 'eventLoopUtilization'
+
+/** The order under-pressure checks them in: the first one over its limit is the reason given. */
+export const SIGNALS: readonly Signal[] = ['eventLoopDelay', 'heapUsedBytes', 'rssBytes', 'healthCheck', 'eventLoopUtilization']
+
+/** Which signal is over its limit (strictly above, as under-pressure compares), or undefined. */
+export function signalOver (readings: PressureReadings, limits: Readonly<Partial<Record<Signal, number>>>, healthy: boolean): Signal | undefined {
+  for (const signal of SIGNALS) {
+    if (signal === 'healthCheck') {
+      if (!healthy) return signal
+      continue
+    }
+    const limit = limits[signal]
+    if (limit !== undefined && readings[signal] > limit) return signal
+  }
+  return undefined
+}
+
+/** The histogram's resolution, ms: under-pressure subtracts it from the mean, and so does this. */
+const RESOLUTION = 10
+
+/**
+ * This process's readings, each over the time since the previous call, computed as
+ * @fastify/under-pressure 9 computes them (so that its limits mean the same here), except the
+ * utilization: over the last sample (its `eventLoopUtilizationMode: 'interval'`), not cumulative
+ * since start, which after an hour of uptime no longer moves.
+ */
+export function processReadings (): { read: () => PressureReadings, stop: () => void } {
+  const histogram = monitorEventLoopDelay({ resolution: RESOLUTION })
+  histogram.enable()
+  let elu = performance.eventLoopUtilization()
+  return {
+    read () {
+      const mean = histogram.mean / 1e6 - RESOLUTION
+      histogram.reset()
+      const current = performance.eventLoopUtilization()
+      const utilization = performance.eventLoopUtilization(current, elu).utilization
+      elu = current
+      const memory = process.memoryUsage()
+      return {
+        // No delay recorded in a whole sample: the loop was blocked throughout.
+        eventLoopDelay: Number.isNaN(mean) ? Infinity : Math.max(0, mean),
+        eventLoopUtilization: utilization,
+        heapUsedBytes: memory.heapUsed,
+        rssBytes: memory.rss
+      }
+    },
+    stop () { histogram.disable() }
+  }
+}

@@ -1,0 +1,101 @@
+import t from 'tap'
+import { mock } from 'node:test'
+import type { FastifyInstance } from 'fastify'
+import { adaptiveLimitOptions } from '../../lib/core/adaptive/limit.js'
+import { AdaptivePermits, WINDOW_MIN_MS, WINDOW_MIN_SAMPLES } from '../../lib/gate/adaptive-permits.js'
+import { newCounters } from '../../lib/gate/stats.js'
+
+// The adaptive gate's glue with its clock passed in and Node's mock timers: the sample windows,
+// the probe timer and its clearing at close, step by step. No real time passes.
+const fastify = { decorateRequest () {} } as unknown as FastifyInstance
+
+function gate (options = {}, reserve = 0.1): { permits: AdaptivePermits, global: ReturnType<typeof newCounters>, clock: { now: number } } {
+  const clock = { now: 0 }
+  const global = newCounters()
+  const permits = new AdaptivePermits(fastify, global, adaptiveLimitOptions({ initial: 10, probeIntervalMs: 100, ...options }), reserve, () => clock.now)
+  return { permits, global, clock }
+}
+
+/** One window of samples, `rtt` ms each, at full utilization; the clock moves `rtt` per sample. */
+function window (g: ReturnType<typeof gate>, rtt: number): void {
+  g.global.inFlight = g.permits.currentLimit
+  for (let i = 0; i < WINDOW_MIN_SAMPLES; i++) {
+    g.clock.now += rtt
+    g.permits.sample(rtt)
+  }
+}
+
+t.test('a window closes after enough samples and at least one round trip', async (t) => {
+  const g = gate()
+  g.global.inFlight = 10
+  g.permits.sample(20)
+  g.permits.sample(20)
+  t.equal(g.permits.adaptive.baseline, 0, 'two samples: still open')
+  g.permits.sample(20)
+  t.equal(g.permits.adaptive.baseline, 0, `three, but less than ${WINDOW_MIN_MS} ms: still open`)
+  g.clock.now += WINDOW_MIN_MS
+  g.permits.sample(24)
+  t.equal(g.permits.adaptive.baseline, 21, 'closed: the mean RTT')
+  t.equal(g.permits.retryAfter(), 1, '21 ms: 1 s')
+  // A round trip longer than WINDOW_MIN_MS keeps the window open for that long.
+  for (let i = 0; i < 3; i++) g.permits.sample(31)
+  g.clock.now += 6
+  g.permits.sample(31)
+  t.equal(g.permits.adaptive.fast, 21, '6 ms is less than the 21 ms round trip: still open')
+  g.clock.now += 15
+  g.permits.sample(31)
+  t.equal(g.permits.adaptive.fast, 22, 'closed after 21 ms: the fast RTT moved a tenth of the way to 31')
+})
+
+/** Mock timers on, and a gate whose baseline is 10 ms that has queued long enough to probe. */
+function probing (t: { teardown: (fn: () => void) => void }): ReturnType<typeof gate> {
+  mock.timers.enable({ apis: ['setTimeout'] })
+  t.teardown(() => { mock.timers.reset() })
+  const g = gate()
+  window(g, 10)
+  while (!g.permits.adaptive.probing) window(g, 40)
+  return g
+}
+
+t.test('a probe with no traffic is ended by its timer; the limit comes back', async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] })
+  t.teardown(() => { mock.timers.reset() })
+  const g = gate()
+  window(g, 10)
+  window(g, 10)
+  const before = g.permits.currentLimit
+  // Queueing for longer than probeIntervalMs: a probe halves the limit.
+  while (!g.permits.adaptive.probing) window(g, 40)
+  t.ok(g.permits.currentLimit < before, `probing at ${g.permits.currentLimit}`)
+  const estimate = Math.floor(g.permits.adaptive.estimate)
+  // The timer fires before the probe is overdue (the clock stood still): it waits again.
+  mock.timers.tick(1000)
+  t.ok(g.permits.adaptive.probing, 'not overdue yet: still probing')
+  g.clock.now += 1000
+  mock.timers.tick(1000)
+  t.notOk(g.permits.adaptive.probing, 'overdue: ended by the timer')
+  t.equal(g.permits.currentLimit, estimate, 'the limit is the estimate again')
+})
+
+t.test('stop() clears the timer, and a probe after it arms none', async (t) => {
+  const g = probing(t)
+  g.permits.stop()
+  g.clock.now += 10_000
+  mock.timers.tick(10_000)
+  t.ok(g.permits.adaptive.probing, 'no timer ran after stop()')
+  // The probe ends by samples (late responses after close), and a new one starts: no timer.
+  while (g.permits.adaptive.probing) window(g, 10)
+  while (!g.permits.adaptive.probing) window(g, 40)
+  mock.timers.tick(10_000)
+  t.ok(g.permits.adaptive.probing)
+})
+
+t.test('a probe ended by samples clears its timer', async (t) => {
+  const g = probing(t)
+  while (g.permits.adaptive.probing) window(g, 10)
+  const state = g.permits.adaptive
+  g.clock.now += 10_000
+  mock.timers.tick(10_000)
+  t.equal(g.permits.adaptive, state, 'no tick ran')
+})
+

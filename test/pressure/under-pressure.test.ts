@@ -1,0 +1,188 @@
+import t, { type Test } from 'tap'
+import { readFileSync } from 'node:fs'
+import Fastify, { type FastifyInstance } from 'fastify'
+import admission from '../../lib/index.js'
+import type { AdmissionOptions, PressureOptions } from '../../lib/index.js'
+import { processReadings } from '../../lib/pressure/signals.js'
+import { scriptedReadings } from '../helpers/pressure.js'
+
+// The README's "Coming from @fastify/under-pressure" table, a test per row: every row must have
+// one here, and every test here a row.
+
+function tableRows (): string[] {
+  const readme = readFileSync('README.md', 'utf8')
+  const section = readme.slice(readme.indexOf('### Coming from @fastify/under-pressure'))
+  const table = section.slice(section.indexOf('| @fastify/under-pressure |'))
+  const lines = table.split('\n')
+  const end = lines.findIndex((line) => !line.startsWith('|'))
+  return lines.slice(2, end).map((line) => line.split('|')[1]!.trim())
+}
+
+async function appWith (pressure: PressureOptions, options: AdmissionOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify()
+  await app.register(admission, { rateLimit: false, ...options, pressure })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  return app
+}
+
+/** Holds the process up (the sampler's timer is unref'd) until `done` says so. */
+async function until (done: () => boolean): Promise<void> {
+  const hold = setInterval(() => {}, 1000)
+  while (!done()) await new Promise((resolve) => setTimeout(resolve, 5))
+  clearInterval(hold)
+}
+
+const ROWS: Record<string, (t: Test) => Promise<void>> = {
+  '`maxEventLoopDelay`': async (t) => {
+    const source = scriptedReadings()
+    const app = await appWith({ maxEventLoopDelay: 50, sampleInterval: 10, readings: source.read })
+    t.teardown(() => app.close())
+    t.equal((await app.inject('/')).statusCode, 200)
+    await source.set({ eventLoopDelay: 50.5 })
+    t.equal((await app.inject('/')).statusCode, 503)
+    // The process's own reading, as under-pressure computes it: no delay recorded yet is Infinity
+    // (the loop was blocked throughout), then the mean less the resolution, never below 0.
+    const own = processReadings()
+    t.equal(own.read().eventLoopDelay, Infinity)
+    await new Promise((resolve) => setTimeout(resolve, 40))
+    const delay = own.read().eventLoopDelay
+    t.ok(delay >= 0 && delay < Infinity, `a delay: ${delay}`)
+    own.stop()
+  },
+  '`maxEventLoopUtilization`': async (t) => {
+    const source = scriptedReadings()
+    const app = await appWith({ maxEventLoopUtilization: 0.98, sampleInterval: 10, readings: source.read })
+    t.teardown(() => app.close())
+    await source.set({ eventLoopUtilization: 0.99 })
+    t.match(app.admission.pressure(), { underPressure: true, reason: { signal: 'eventLoopUtilization', value: 0.99, limit: 0.98 } })
+    const own = processReadings()
+    await new Promise((resolve) => setTimeout(resolve, 20))
+    const { eventLoopUtilization } = own.read()
+    t.ok(eventLoopUtilization >= 0 && eventLoopUtilization <= 1, 'over the last sample, in [0, 1]')
+    own.stop()
+  },
+  '`maxHeapUsedBytes`': async (t) => {
+    // The process's real readings: any heap is over 1 byte.
+    const app = await appWith({ maxHeapUsedBytes: 1 })
+    t.teardown(() => app.close())
+    const res = await app.inject('/')
+    t.equal(res.statusCode, 503)
+    t.match(app.admission.pressure(), { reason: { signal: 'heapUsedBytes', limit: 1 } })
+    t.ok(app.admission.pressure()!.reason!.value! > 1_000_000, 'heapUsed in bytes')
+  },
+  '`maxRssBytes`': async (t) => {
+    const app = await appWith({ maxRssBytes: 1 })
+    t.teardown(() => app.close())
+    t.equal((await app.inject('/')).statusCode, 503)
+    t.match(app.admission.pressure(), { reason: { signal: 'rssBytes', limit: 1 } })
+  },
+  '`retryAfter`': async (t) => {
+    const given = await appWith({ maxRssBytes: 1, retryAfter: 10 })
+    t.teardown(() => given.close())
+    t.equal((await given.inject('/')).headers['retry-after'], '10')
+    const defaulted = await appWith({ maxRssBytes: 1, sampleInterval: 2_500 })
+    t.teardown(() => defaulted.close())
+    t.equal((await defaulted.inject('/')).headers['retry-after'], '3', 'the sample interval, rounded up')
+    await t.rejects(appWith({ maxRssBytes: 1, sampleInterval: 2_500, retryAfter: 2 }), { code: 'ADMISSION_INVALID_OPTION', path: 'pressure.retryAfter' })
+  },
+  '`exposeStatusRoute`': async (t) => {
+    const source = scriptedReadings()
+    const app = await appWith({ maxEventLoopDelay: 50, sampleInterval: 10, readings: source.read, exposeStatusRoute: true })
+    t.teardown(() => app.close())
+    let res = await app.inject('/status')
+    t.equal(res.statusCode, 200)
+    t.match(res.json(), { status: 'ok', underPressure: false, readings: { eventLoopDelay: 0 }, limits: { eventLoopDelay: 50 } })
+    await source.set({ eventLoopDelay: 80 })
+    res = await app.inject('/status')
+    t.equal(res.statusCode, 503)
+    t.equal(res.headers['retry-after'], '1')
+    t.match(res.json(), { status: 'under-pressure', underPressure: true, reason: { signal: 'eventLoopDelay', value: 80, limit: 50 } })
+    t.equal(app.admission.stats().routes['GET /status'], undefined, 'not gated (a probe gets the answer, not a shed)')
+    // A URL, route options and a schema.
+    let config: unknown
+    const custom = await appWith({
+      maxRssBytes: 1e15,
+      exposeStatusRoute: {
+        url: '/alive',
+        routeOpts: { config: { team: 'ops' }, logLevel: 'debug', onRequest: (request, _reply, done) => { config = request.routeOptions.config; done() } },
+        routeSchemaOpts: { response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } }
+      }
+    })
+    t.teardown(() => custom.close())
+    const alive = await custom.inject('/alive')
+    t.equal(alive.statusCode, 200)
+    t.same(alive.json(), { status: 'ok' }, 'the schema given shapes the body')
+    t.match(config, { team: 'ops', admission: false }, 'the route options given, the gate opted out')
+    t.equal((await appWith({ maxRssBytes: 1e15, exposeStatusRoute: '/up' }).then(async (a) => { const r = await a.inject('/up'); await a.close(); return r })).statusCode, 200)
+  },
+  '`healthCheck`': async (t) => {
+    let answer: unknown = { db: 'up' }
+    const app = await appWith({ healthCheck: async () => answer, exposeStatusRoute: true })
+    t.teardown(() => app.close())
+    let res = await app.inject('/status')
+    t.equal(res.statusCode, 200)
+    t.match(res.json(), { db: 'up', status: 'ok' }, 'an object it answers is merged into the body')
+    answer = false
+    res = await app.inject('/status')
+    t.equal(res.statusCode, 503, 'the status route runs it on each call')
+    t.match(res.json(), { reason: { signal: 'healthCheck' } })
+    t.equal((await app.inject('/')).statusCode, 503, 'and gated requests are shed until it passes')
+    answer = true
+    t.equal((await app.inject('/status')).statusCode, 200)
+    t.equal((await app.inject('/')).statusCode, 200)
+    let runs = 0
+    const timed = await appWith({ healthCheck: () => ++runs > 0, healthCheckInterval: 10 })
+    await until(() => runs >= 3)
+    await timed.close()
+    t.ok(runs >= 3, 'healthCheckInterval re-runs it')
+  },
+  '`pressureHandler`': async (t) => {
+    const seen: unknown[] = []
+    const app = await appWith({
+      maxRssBytes: 1,
+      pressureHandler: (_request, reply, type, value) => { seen.push(type, typeof value); void reply.code(503).send({ busy: type }) }
+    })
+    t.teardown(() => app.close())
+    const res = await app.inject('/')
+    t.equal(res.statusCode, 503)
+    t.same(res.json(), { busy: 'rssBytes' })
+    t.same(seen, ['rssBytes', 'number'])
+    t.match(app.admission.stats(), { shed: 0, pressure: { handled: 1 } })
+  },
+  '`sampleInterval`': async (t) => {
+    const source = scriptedReadings()
+    const app = await appWith({ maxRssBytes: 1e15, sampleInterval: 10, readings: source.read })
+    const first = source.reads()
+    await source.sampled()
+    await source.sampled()
+    t.ok(source.reads() >= first + 2, 'read again every sampleInterval')
+    await app.close()
+    await t.rejects(appWith({ maxRssBytes: 1e15, sampleInterval: 9 }), { code: 'ADMISSION_INVALID_OPTION', path: 'pressure.sampleInterval' })
+  },
+  '`message`, `customError`': async (t) => {
+    const app = await appWith({ maxRssBytes: 1 }, { responseBody: 'text' })
+    t.teardown(() => app.close())
+    const res = await app.inject('/')
+    t.equal(res.statusCode, 503)
+    t.equal(res.body, 'lim rejected')
+    const json = await appWith({ maxRssBytes: 1 })
+    t.teardown(() => json.close())
+    t.same((await json.inject('/')).json(), { statusCode: 503, error: 'Service Unavailable', message: 'Server is under pressure, retry in 1 second' })
+  },
+  '`memoryUsage()`, `isUnderPressure()`': async (t) => {
+    const app = await appWith({ maxRssBytes: 1e15 })
+    t.teardown(() => app.close())
+    const status = app.admission.pressure()!
+    t.equal(status.underPressure, false)
+    t.ok(status.readings!.heapUsedBytes > 0 && status.readings!.rssBytes > status.readings!.heapUsedBytes / 100)
+    t.type(status.readings!.eventLoopDelay, 'number')
+    t.type(status.readings!.eventLoopUtilization, 'number')
+  }
+}
+
+t.test('every row of the README table has its test, and every test its row', async (t) => {
+  t.same(tableRows(), Object.keys(ROWS))
+})
+
+for (const [row, test] of Object.entries(ROWS)) t.test(`row ${row}`, test)
