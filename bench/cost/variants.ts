@@ -9,6 +9,8 @@ import underPressure from '@fastify/under-pressure'
 // The package as built (`npm run bench:cost` builds it first), not lib/ through tsx.
 import admission from '../../dist/index.js'
 import { CLIENT_HEADER } from './load.js'
+import { Registry } from 'prom-client'
+import { subscribe } from 'node:diagnostics_channel'
 
 export interface CostVariant {
   readonly name: string
@@ -102,6 +104,9 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'refuse-floor-hdr', description: 'refuse-floor plus two constant RateLimit headers', status: 429, byDefault: false, route: refusalFloor(true) },
   { name: 'admit-ipv4', description: 'as admit, keys that are IPv4 addresses (the memory backend\'s integer index)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byAddress }) },
   { name: 'admit-strkey', description: 'as admit-ipv4, keys of the same length that are not addresses (its Map)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byOtherKey }) },
+  { name: 'admit-metrics', description: 'as admit, metrics on (a prom-client registry, never scraped)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { registry: new Registry() } }) },
+  { name: 'refuse-metrics', description: 'as refuse, metrics on', status: 429, base: 'refuse', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, metrics: { registry: new Registry() } }) },
+  { name: 'admit-subscribed', description: 'as admit, one empty subscriber on fastify-admission:decision', status: 200, base: 'admit', byDefault: false, setup: (app) => { subscribe('fastify-admission:decision', () => {}); return admit(app) } },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
   { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },

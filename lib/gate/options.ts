@@ -4,6 +4,7 @@ import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
 import { pressureSettings, queueDelaySettings, type PressureOptions, type PressureSettings, type QueueDelayOptions, type QueueDelaySettings } from '../pressure/options.js'
+import { metricsOption, type AdmissionMetricsOptions, type MetricsSettings } from '../metrics/options.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
 import { criticalReserveOption, inFlightOption, priorityOption, type AdaptiveInFlightOptions, type AdaptiveSettings } from './in-flight-options.js'
 import type { PriorityName } from './priority.js'
@@ -82,6 +83,8 @@ export interface AdmissionOptions {
   pressure?: PressureOptions
   /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
   queueDelay?: boolean | QueueDelayOptions
+  /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see the README's "Metrics and events". */
+  metrics?: AdmissionMetricsOptions
 }
 
 export interface RouteSettings {
@@ -111,13 +114,14 @@ export interface Settings {
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
   readonly pressure: PressureSettings | undefined
   readonly queueDelay: QueueDelaySettings | undefined
+  readonly metrics: MetricsSettings | undefined
 }
 
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -225,7 +229,8 @@ export function validateOptions (options: unknown): Settings {
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
     onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
     pressure: pressureSettings(input.pressure),
-    queueDelay: queueDelaySettings(input.queueDelay)
+    queueDelay: queueDelaySettings(input.queueDelay),
+    metrics: metricsOption(input.metrics)
   })
 }
 

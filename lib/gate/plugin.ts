@@ -18,6 +18,7 @@ import { registrationAddress } from './registration-address.js'
 import { routeGate } from './route-gate.js'
 import { RouteWiring } from './route-wiring.js'
 import { newCounters } from './stats.js'
+import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -50,7 +51,9 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   // The plugin stops only a backend it made; one the application passed may serve other apps.
   decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
   const address = registrationAddress(fastify)
-  const quotas = new Quotas(backend, address, settings.version)
+  // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
+  const metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
+  const quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
   let shared
   try {
     shared = quotas.open('*', settings.rateLimit)
@@ -63,7 +66,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   const global = newCounters()
   const permits = permitsFor(fastify, global, settings)
   fastify.addHook('onClose', (_instance, closed) => { permits.stop(); closed() })
-  const check = new RateCheck(settings, global, permits, fastify.log)
+  const check = new RateCheck(settings, global, permits, fastify.log, address)
   const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
@@ -76,7 +79,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
   const notFoundGate = function notFoundGate (request: Parameters<GateHook>[0], reply: Parameters<GateHook>[1], next: Parameters<GateHook>[2]): void {
     if (permits.full) check.shed(request, reply, notFound)
-    else if (notFound.limiter === undefined) check.admit(notFound, next)
+    else if (notFound.limiter === undefined) check.admit(request, notFound, next)
     else check.run(request, reply, notFound, next)
   }
 
@@ -97,7 +100,12 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     },
     notFound: pressure === undefined ? notFoundGate : pressure.hook(notFound, notFoundGate)
   } satisfies AdmissionDecorator))
-  done()
+  if (metrics === undefined) {
+    done()
+    return
+  }
+  const source = { global, gates: () => wiring.gates.values(), limit: () => permits.currentLimit, admitsOnBackendError: settings.onBackendError === 'allow' }
+  metrics.start(fastify, source, address).then(() => { done() }, done)
 }
 
 /** The permits of the global gate: chosen here, so that a fixed limit never runs the adaptive one's code. */

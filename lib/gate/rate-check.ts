@@ -2,6 +2,7 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { ADMITTED, UNDECIDABLE } from '../rates/backend.js'
 import type { RateDecision } from '../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../rates/errors.js'
+import { decisions, publishDecision, refused } from '../metrics/events.js'
 import { clientKey, gateKey } from './client-key.js'
 import { rateLimitHeader } from './headers.js'
 import type { Settings } from './options.js'
@@ -25,12 +26,15 @@ export class RateCheck {
   private readonly global: GateCounters
   private readonly permits: Permits
   private readonly log: FastifyBaseLogger
+  /** The registration's address, for decision events. */
+  private readonly registration: string
 
-  constructor (settings: Settings, global: GateCounters, permits: Permits, log: FastifyBaseLogger) {
+  constructor (settings: Settings, global: GateCounters, permits: Permits, log: FastifyBaseLogger, registration: string) {
     this.settings = settings
     this.global = global
     this.permits = permits
     this.log = log
+    this.registration = registration
   }
 
   /** The client's key for the quotas: the option's `key(request)`, or the address. */
@@ -55,13 +59,13 @@ export class RateCheck {
     if (synchronous !== undefined) {
       const verdict = synchronous.decide(key, gate.cost)
       if (verdict === UNDECIDABLE) {
-        this.failed(request, reply, gate, undefined, synchronous.retryAfterMs, next)
+        this.failed(request, reply, gate, undefined, synchronous.retryAfterMs, next, key)
         return
       }
       if (gate.failing) gate.failing = false
       if (gate.policyHeader !== undefined) this.headers(reply, gate, synchronous.remaining, synchronous.resetAt, synchronous.decidedAt)
-      if (verdict === ADMITTED) this.admit(gate, next)
-      else this.limit(request, reply, gate, synchronous.retryAfterMs)
+      if (verdict === ADMITTED) this.admit(request, gate, next, key)
+      else this.limit(request, reply, gate, synchronous.retryAfterMs, key)
       return
     }
     let pending: Promise<RateDecision>
@@ -69,23 +73,23 @@ export class RateCheck {
       pending = gate.limiter!.consume(key, gate.cost)
     } catch (error) {
       // A custom backend that throws instead of rejecting.
-      this.failed(request, reply, gate, error, undefined, next)
+      this.failed(request, reply, gate, error, undefined, next, key)
       return
     }
     Promise.resolve(pending).then(
       (decision: RateDecision) => {
         if (!isDecision(decision)) {
-          this.failed(request, reply, gate, new RatesUnavailableError(`the backend answered ${typeof decision === 'object' ? 'an object that is not a decision' : `a ${typeof decision}`}`), undefined, next)
+          this.failed(request, reply, gate, new RatesUnavailableError(`the backend answered ${typeof decision === 'object' ? 'an object that is not a decision' : `a ${typeof decision}`}`), undefined, next, key)
           return
         }
         if (gate.failing) gate.failing = false
         // A remote decision carries the backend's clock in `resetAt`: its distance from the
         // decision is what the header reports, and the local clock is no worse a reference.
         if (gate.policyHeader !== undefined) this.headers(reply, gate, decision.remaining, decision.resetAt, Date.now())
-        if (decision.allowed) this.admit(gate, next)
-        else this.limit(request, reply, gate, decision.retryAfterMs)
+        if (decision.allowed) this.admit(request, gate, next, key)
+        else this.limit(request, reply, gate, decision.retryAfterMs, key)
       },
-      (error: unknown) => { this.failed(request, reply, gate, error, undefined, next) }
+      (error: unknown) => { this.failed(request, reply, gate, error, undefined, next, key) }
     )
   }
 
@@ -94,18 +98,21 @@ export class RateCheck {
   }
 
   /** Lets the request go on (it holds its permits until its work ends). */
-  admit (gate: RouteGate, next: Next): void {
+  admit (request: FastifyRequest, gate: RouteGate, next: Next, key?: string, backendFailed = false): void {
     this.global.admitted++
     gate.counters.admitted++
+    if (decisions.hasSubscribers) publishDecision(this.registration, request, gate.name, 'admitted', undefined, undefined, key, backendFailed)
     next()
   }
 
-  private limit (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retryAfterMs: number): void {
+  private limit (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retryAfterMs: number, key: string): void {
     this.permits.free(request)
     this.global.limited++
     gate.counters.limited++
     if (this.settings.onLimit !== undefined) this.settings.onLimit(request, retryAfterMs)
-    refuse(reply, this.settings.limitStatusCode, Math.max(1, Math.ceil(retryAfterMs / 1000)), this.settings.responseBody, 'Rate limit exceeded')
+    const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000))
+    refused(this.registration, request, gate.name, 'limited', this.settings.limitStatusCode, seconds, key, false)
+    refuse(reply, this.settings.limitStatusCode, seconds, this.settings.responseBody, 'Rate limit exceeded')
   }
 
   /**
@@ -113,7 +120,7 @@ export class RateCheck {
    * admit; counted either way; logged once (the first failure after a success), at `error`, with
    * the route and the policy in the application's terms — never in the response.
    */
-  private failed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, error: unknown, retryAfterMs: number | undefined, next: Next): void {
+  private failed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, error: unknown, retryAfterMs: number | undefined, next: Next, key: string): void {
     this.global.unavailable++
     gate.counters.unavailable++
     if (!gate.failing) {
@@ -126,12 +133,14 @@ export class RateCheck {
       }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); answering by onBackendError '${this.settings.onBackendError}' until it can`)
     }
     if (this.settings.onBackendError === 'allow') {
-      this.admit(gate, next)
+      this.admit(request, gate, next, key, true)
       return
     }
     this.permits.free(request)
     const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
-    refuse(reply, 503, wait === undefined ? 1 : Math.max(1, Math.ceil(wait / 1000)), this.settings.responseBody, 'Service temporarily unavailable')
+    const seconds = wait === undefined ? 1 : Math.max(1, Math.ceil(wait / 1000))
+    refused(this.registration, request, gate.name, 'unavailable', 503, seconds, key, true)
+    refuse(reply, 503, seconds, this.settings.responseBody, 'Service temporarily unavailable')
   }
 
   /**
@@ -142,6 +151,7 @@ export class RateCheck {
     this.global.shed++
     gate.counters.shed++
     if (this.settings.onShed !== undefined) this.settings.onShed(request)
+    refused(this.registration, request, gate.name, 'shed', 503, retrySeconds, undefined, false)
     refuse(reply, 503, retrySeconds, this.settings.responseBody, message)
   }
 }

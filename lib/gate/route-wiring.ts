@@ -72,12 +72,12 @@ export class RouteWiring {
     const gateHook = gate.priority === NORMAL
       ? function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
         if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
-        else if (admitGate.limiter === undefined) check.admit(admitGate, done)
+        else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
         else check.run(request, reply, admitGate, done)
       }
       : function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
         if (!permits.takePrioritized(request, reply, admitGate)) check.shed(request, reply, admitGate)
-        else if (admitGate.limiter === undefined) check.admit(admitGate, done)
+        else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
         else check.run(request, reply, admitGate, done)
       }
     const onRequest = this.pressure === undefined ? gateHook : this.pressure.hook(gate, gateHook)

@@ -137,7 +137,8 @@ t.test('defaults', async (t) => {
       onShed: undefined,
       onLimit: undefined,
       pressure: undefined,
-      queueDelay: undefined
+      queueDelay: undefined,
+      metrics: undefined
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
     t.equal(s.rateLimit, DEFAULT_RATE_LIMIT)
@@ -185,7 +186,8 @@ t.test('every option, valid', async (t) => {
     onShed,
     onLimit,
     pressure: undefined,
-    queueDelay: undefined
+    queueDelay: undefined,
+    metrics: undefined
   })
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
@@ -279,7 +281,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, criticalReserve, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, criticalReserve, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {

@@ -1,0 +1,62 @@
+import type { FastifyInstance } from 'fastify'
+import { AdmissionOptionError } from '../gate/errors.js'
+import { DecisionTimer } from './decision-timer.js'
+import type { MetricsSettings } from './options.js'
+import { report, type MetricsSource } from './prometheus.js'
+
+type PromClient = Parameters<typeof report>[0]
+
+/**
+ * prom-client, loaded only by a registration that asked for metrics (an optional peer: an app
+ * without metrics needs not install it). Not installed, or not prom-client's shape: a typed
+ * error at registration, saying what to do.
+ */
+export function loadPromClient (importer: () => Promise<unknown>): Promise<PromClient> {
+  // Plain functions returning promises, not `async` ones: coverage merges them across processes.
+  return importer().then(checkedPromClient, (error: unknown) => {
+    throw new AdmissionOptionError('metrics', 'an option whose peer dependency prom-client is installed (npm install prom-client)', 'prom-client',
+      { got: `prom-client could not be loaded (${error instanceof Error ? error.message : String(error)})` })
+  })
+}
+
+/** The optional peer, by dynamic import (a `require` in the CommonJS build). */
+export function importPromClient (): Promise<unknown> {
+  return import('prom-client')
+}
+
+// ESM sees prom-client's CommonJS exports as named exports, and as `default`.
+function checkedPromClient (loaded: unknown): PromClient {
+  if (isPromClient(loaded)) return loaded
+  const fallback = (loaded as { default?: unknown } | null)?.default
+  if (isPromClient(fallback)) return fallback
+  throw new AdmissionOptionError('metrics', 'an option whose peer dependency prom-client (15 or later) is installed', 'prom-client',
+    { got: 'a prom-client module without Counter, Gauge and Histogram' })
+}
+
+function isPromClient (value: unknown): value is PromClient {
+  const candidate = value as Partial<PromClient> | null
+  return typeof candidate === 'object' && candidate !== null &&
+    typeof candidate.Counter === 'function' && typeof candidate.Gauge === 'function' && typeof candidate.Histogram === 'function'
+}
+
+/**
+ * A registration's metrics: the decision timer is there from the start (the quotas are made
+ * with it), prom-client and the registry's metrics come at `start`, before the registration ends.
+ */
+export class AdmissionMetrics {
+  readonly timer = new DecisionTimer()
+  private readonly settings: MetricsSettings
+
+  constructor (settings: MetricsSettings) {
+    this.settings = settings
+  }
+
+  start (fastify: FastifyInstance, source: Omit<MetricsSource, 'registration'>, address: string): Promise<void> {
+    return loadPromClient(importPromClient).then((prom) => {
+      const reporting = report(prom, this.settings, { ...source, registration: this.settings.registration ?? address })
+      this.timer.observe = reporting.observe
+      // The app's close takes its series off the registry.
+      fastify.addHook('onClose', reporting.stop)
+    })
+  }
+}

@@ -1,0 +1,166 @@
+import type * as Prom from 'prom-client'
+import { AdmissionOptionError } from '../gate/errors.js'
+import type { RouteGate } from '../gate/route-gate.js'
+import type { GateCounters } from '../gate/stats.js'
+import type { MetricsRegistry, MetricsSettings } from './options.js'
+
+type PromClient = Pick<typeof Prom, 'Counter' | 'Gauge' | 'Histogram'>
+type Put = (labels: Record<string, string>, value: number) => void
+/** What a counter and a gauge both do. */
+interface Rebuilt { reset (): void, inc (labels: Record<string, string>, value: number): void }
+
+/** What one registration reports: the gate's own counters, read at scrape time. */
+export interface MetricsSource {
+  /** The `registration` label. */
+  readonly registration: string
+  readonly global: GateCounters
+  readonly gates: () => Iterable<RouteGate>
+  /** The global in-flight limit now, 0 for none (an adaptive limit moves: read at each scrape). */
+  readonly limit: () => number
+  /** `onBackendError: 'allow'`: a request the backend could not decide for is admitted, not refused. */
+  readonly admitsOnBackendError: boolean
+}
+
+/** Metric names after the prefix, as the README lists them. */
+export const METRIC_NAMES = Object.freeze({
+  requests: 'requests_total',
+  inFlight: 'in_flight_requests',
+  inFlightLimit: 'in_flight_limit_requests',
+  routeInFlight: 'route_in_flight_requests',
+  routeInFlightLimit: 'route_in_flight_limit_requests',
+  backendErrors: 'backend_errors_total',
+  decisionDuration: 'backend_decision_duration_seconds'
+})
+
+/**
+ * The package's metrics on one registry under one prefix, shared by every registration that
+ * reports there (each its own `registration` label): prom-client allows one metric per name on
+ * a registry. Counters and gauges hold nothing between scrapes — each `collect()` rebuilds them
+ * from the gates' counters, which the hooks keep anyway — so metrics add no work per request;
+ * only the histogram is fed as decisions happen (see `DecisionTimer`).
+ */
+class MetricSet {
+  readonly sources = new Map<string, MetricsSource>()
+  readonly histogram: Prom.Histogram<'registration'>
+  readonly buckets: readonly number[]
+  private readonly names: string[]
+  private readonly registry: MetricsRegistry
+
+  constructor (prom: PromClient, registry: MetricsRegistry, prefix: string, buckets: readonly number[]) {
+    this.registry = registry
+    this.buckets = buckets
+    this.names = Object.values(METRIC_NAMES).map((name) => prefix + name)
+    for (const name of this.names) {
+      if (registry.getSingleMetric(name) !== undefined) {
+        throw new AdmissionOptionError('metrics.prefix', `a prefix whose names are free on this registry (\`${name}\` is registered there by something else)`, prefix)
+      }
+    }
+    const registers = [registry as unknown as Prom.Registry]
+    const sources = this.sources
+    const each = (visit: (source: MetricsSource, gate: RouteGate) => void): void => {
+      for (const source of sources.values()) for (const gate of source.gates()) visit(source, gate)
+    }
+    /** A counter or a gauge rebuilt at each scrape: `fill` puts the current value of each series. */
+    const scraped = (Kind: typeof prom.Counter | typeof prom.Gauge, name: string, help: string, labelNames: string[], fill: (put: Put) => void): void => {
+      // A gauge reset has no series either, so `inc` from nothing is a `set` for both kinds.
+      const metric: Rebuilt = new Kind({ name: prefix + name, help, labelNames, registers, collect: () => { metric.reset(); fill(metric.inc.bind(metric)) } })
+    }
+    const ROUTE = ['registration', 'route']
+    scraped(prom.Counter, METRIC_NAMES.requests, 'Requests the gate decided on, by route and outcome (admitted, limited, shed, unavailable: refused because the backend could not decide).',
+      [...ROUTE, 'outcome'], (put) => {
+        each((source, gate) => {
+          const { admitted, limited, shed, unavailable } = gate.counters
+          const labels = { registration: source.registration, route: gate.name }
+          put({ ...labels, outcome: 'admitted' }, admitted)
+          put({ ...labels, outcome: 'limited' }, limited)
+          put({ ...labels, outcome: 'shed' }, shed)
+          // With 'allow' those requests were admitted (and counted so): the outcomes stay a partition.
+          put({ ...labels, outcome: 'unavailable' }, source.admitsOnBackendError ? 0 : unavailable)
+        })
+      })
+    scraped(prom.Gauge, METRIC_NAMES.inFlight, 'Requests holding an in-flight permit of the registration.', ['registration'], (put) => {
+      for (const source of sources.values()) put({ registration: source.registration }, heldBy(source))
+    })
+    scraped(prom.Gauge, METRIC_NAMES.inFlightLimit, 'The registration\'s in-flight limit now: maxInFlight, or the adaptive limit (absent when it sheds nothing).', ['registration'], (put) => {
+      for (const source of sources.values()) {
+        const limit = source.limit()
+        if (limit !== 0) put({ registration: source.registration }, limit)
+      }
+    })
+    scraped(prom.Gauge, METRIC_NAMES.routeInFlight, 'Requests of the route holding an in-flight permit.', ROUTE, (put) => {
+      each((source, gate) => { put({ registration: source.registration, route: gate.name }, gate.counters.inFlight) })
+    })
+    scraped(prom.Gauge, METRIC_NAMES.routeInFlightLimit, 'The route\'s own maxInFlight (routes that have one).', ROUTE, (put) => {
+      each((source, gate) => { if (gate.maxInFlight !== 0) put({ registration: source.registration, route: gate.name }, gate.maxInFlight) })
+    })
+    scraped(prom.Counter, METRIC_NAMES.backendErrors,
+      'Rate-limit decisions the backend could not make (down, slow, conflicting policy, memory full of live state), by route; each answered by onBackendError.', ROUTE, (put) => {
+        each((source, gate) => { if (gate.limiter !== undefined) put({ registration: source.registration, route: gate.name }, gate.counters.unavailable) })
+      })
+    this.histogram = new prom.Histogram({
+      name: prefix + METRIC_NAMES.decisionDuration,
+      help: 'Time from asking the rate-limit backend to its answer or failure, for backends that decide by round trip (Redis; memory decides synchronously and is not timed).',
+      labelNames: ['registration'],
+      buckets: [...buckets],
+      registers
+    })
+  }
+
+  /** Takes the metrics off the registry (the last registration reporting there closed). */
+  remove (): void {
+    for (const name of this.names) this.registry.removeSingleMetric(name)
+  }
+}
+
+/**
+ * In flight: with a global limit, the count it is held to; without one the gate keeps no global
+ * count, and the routes' counts add up to the same number (every permit is a route's).
+ */
+function heldBy (source: MetricsSource): number {
+  if (source.limit() !== 0) return source.global.inFlight
+  let held = 0
+  for (const gate of source.gates()) held += gate.counters.inFlight
+  return held
+}
+
+// Per registry, per prefix. A WeakMap: a registry the app drops takes its sets with it.
+const sets = new WeakMap<MetricsRegistry, Map<string, MetricSet>>()
+
+/**
+ * Reports `source` to the registry of `settings`: creates the package's metrics there (the first
+ * registration) or joins them. Returns the function that stops reporting (at the app's close).
+ * Refused, with a typed error: a label another live registration already reports under, buckets
+ * other than those the metrics were made with, names taken by something else.
+ */
+export function report (prom: PromClient, settings: MetricsSettings, source: MetricsSource): { observe: (seconds: number) => void, stop: () => Promise<void> } {
+  const registry = settings.registry
+  let byPrefix = sets.get(registry)
+  if (byPrefix === undefined) sets.set(registry, byPrefix = new Map())
+  let set = byPrefix.get(settings.prefix)
+  if (set === undefined) {
+    set = new MetricSet(prom, registry, settings.prefix, settings.buckets)
+    byPrefix.set(settings.prefix, set)
+  } else if (set.buckets.join() !== settings.buckets.join()) {
+    throw new AdmissionOptionError('metrics.buckets', `the buckets this registry's histogram was made with (${set.buckets.join(', ')})`, settings.buckets)
+  }
+  if (set.sources.has(source.registration)) {
+    throw new AdmissionOptionError('metrics.registration',
+      'a label no other registration reporting to this registry has (each registration\'s series are told apart by it; two apps registering at their root both have `app`)', source.registration)
+  }
+  const joined = set
+  joined.sources.set(source.registration, source)
+  const labels = { registration: source.registration }
+  return {
+    observe: (seconds) => { joined.histogram.observe(labels, seconds) },
+    // Async: Fastify takes it as an `onClose` hook as it is.
+    stop: async () => {
+      joined.sources.delete(source.registration)
+      // The histogram's samples of a closed registration go with it.
+      joined.histogram.remove(labels)
+      if (joined.sources.size === 0) {
+        joined.remove()
+        byPrefix.delete(settings.prefix)
+      }
+    }
+  }
+}
