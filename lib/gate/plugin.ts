@@ -10,9 +10,10 @@ import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './option
 import { validateOptions } from './options.js'
 import { Permits } from './permits.js'
 import { Quotas } from './quotas.js'
-import { RateCheck } from './rate-check.js'
+import { Checks } from './check-kinds.js'
 import { registrationAddress } from './registration-address.js'
 import { routeGate } from './route-gate.js'
+import { notFoundHook } from './route-hooks.js'
 import { RouteWiring } from './route-wiring.js'
 import { newCounters } from './stats.js'
 
@@ -59,11 +60,11 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   }
   const global = newCounters()
   const permits = new Permits(fastify, global, settings.maxInFlight === false ? 0 : settings.maxInFlight)
-  const check = new RateCheck(settings, global, permits, fastify.log)
+  const checks = new Checks(settings, global, permits, fastify.log)
   const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
-  const wiring = new RouteWiring(settings, quotas, shared, permits, check, serverTimeout)
+  const wiring = new RouteWiring(settings, quotas, shared, permits, checks, serverTimeout)
   wiring.gates.set(notFound.name, notFound)
   fastify.addHook('onRoute', (route) => { wiring.wire(route) })
   fastify.addHook('onReady', (ready) => { ready(wiring.errors[0]) })
@@ -79,11 +80,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
       const gate = wiring.gates.get(route)
       return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)
     },
-    notFound (this: FastifyInstance, request, reply, next) {
-      if (permits.full) check.shed(request, reply, notFound)
-      else if (notFound.limiter === undefined) check.admit(notFound, next)
-      else check.run(request, reply, notFound, next)
-    }
+    notFound: notFoundHook(notFound, permits, checks.of(settings.enforce, settings.errorResponseBuilder), settings.allowList, !settings.enforce)
   } satisfies AdmissionDecorator))
   done()
 }
