@@ -126,3 +126,27 @@ t.test('enforce is a boolean, at registration and per route', async (t) => {
   t.match(await route.ready().then(() => undefined, (e: unknown) => e), { path: 'config.admission of GET /x.enforce', value: 0 })
   await route.close()
 })
+
+t.test('shadow without a rate limit: a full gate lets requests on; the 404 hook too, full or not', async (t) => {
+  const { app } = await appWith({ enforce: false, maxInFlight: 1, rateLimit: false })
+  t.teardown(() => app.close())
+  app.setNotFoundHandler({ preHandler: app.admission.notFound }, async (_request, reply) => reply.code(404).send('no'))
+  const hold = deferred()
+  const entered = deferred()
+  app.get('/slow', async () => { entered.resolve(); await hold.promise; return 'slow' })
+  app.get('/x', async () => 'ok')
+  await app.ready()
+  t.equal((await app.inject('/nope')).statusCode, 404)
+  const slow = app.inject('/slow')
+  await entered.promise
+  t.equal((await app.inject('/x')).statusCode, 200)
+  t.equal((await app.inject('/nope')).statusCode, 404)
+  hold.resolve()
+  await slow
+  t.match(app.admission.stats(), { wouldShed: 2, admitted: 4 })
+  const limited = (await appWith({ enforce: false })).app
+  t.teardown(() => limited.close())
+  limited.setNotFoundHandler({ preHandler: limited.admission.notFound }, async (_request, reply) => reply.code(404).send('no'))
+  for (let i = 0; i < 2; i++) t.equal((await limited.inject('/nope')).statusCode, 404)
+  t.match(limited.admission.stats().routes['404'], { admitted: 2, wouldLimit: 1 })
+})
