@@ -16,8 +16,8 @@ async function appWith (t: Test, options: AdmissionOptions): Promise<FastifyInst
   return app
 }
 
-const from = (app: FastifyInstance, remoteAddress: string, headers: Record<string, string> = {}): ReturnType<FastifyInstance['inject']> =>
-  app.inject({ url: '/x', remoteAddress, headers })
+const from = async (app: FastifyInstance, remoteAddress: string, headers: Record<string, string> = {}): Promise<{ statusCode: number, headers: Record<string, unknown>, json: () => unknown }> =>
+  await app.inject({ url: '/x', remoteAddress, headers })
 
 t.test('addresses and CIDR ranges, IPv4 and IPv6 (IPv4-mapped included): no token, no headers, counted', async (t) => {
   const app = await appWith(t, { allowList: ['10.0.0.0/8', '192.0.2.7', '2001:db8::/32', '::1'] })
