@@ -144,10 +144,34 @@ t.test('the 404 hook uses the plugin\'s allow list; an undefined request.ip is o
   t.equal((await app.inject({ url: '/nope', remoteAddress: '127.0.0.2' })).statusCode, 404)
   t.equal((await app.inject({ url: '/nope', remoteAddress: '127.0.0.2' })).statusCode, 429)
   t.match(app.admission.stats().routes['404'], { allowed: 3, limited: 1 })
-  const { allowListOption } = await import('../../lib/gate/allow-list.js')
-  const matcher = allowListOption('allowList', ['0.0.0.0/0'], false)!
+  const { allowListOption, REMEMBERED_ADDRESSES } = await import('../../lib/gate/allow-list.js')
+  const matcher = allowListOption('allowList', ['0.0.0.0/1'], false)!
   t.equal(matcher({ ip: undefined } as never, ''), false)
   t.equal(matcher({ ip: '8.8.8.8' } as never, ''), true)
+  // Answers are remembered up to a bound, then forgotten at once: still right after that.
+  for (let i = 0; i <= REMEMBERED_ADDRESSES; i++) matcher({ ip: `200.0.${i >> 8}.${i & 255}` } as never, '')
+  t.equal(matcher({ ip: '8.8.8.8' } as never, ''), true)
+  t.equal(matcher({ ip: '200.0.0.1' } as never, ''), false)
+  t.equal(matcher({ ip: '8.8.8.8' } as never, ''), true, 'remembered again')
+})
+
+t.test('the 404 hook with an allow list sheds while the gate is full', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { maxInFlight: 1, rateLimit: ONE, allowList: ['127.0.0.1'] })
+  app.setNotFoundHandler({ preHandler: app.admission.notFound }, async (_request, reply) => reply.code(404).send('no'))
+  const hold = deferred()
+  const entered = deferred()
+  app.get('/slow', async () => { entered.resolve(); await hold.promise; return 'slow' })
+  await app.ready()
+  const slow = app.inject('/slow')
+  await entered.promise
+  const shed = await app.inject('/nope')
+  t.equal(shed.statusCode, 503)
+  t.equal(shed.headers['retry-after'], '1')
+  hold.resolve()
+  await slow
+  t.equal((await app.inject('/nope')).statusCode, 404)
 })
 
 t.test('allowList and allowListSkipsShedding are checked at registration, showing the value', async (t) => {
