@@ -1,10 +1,13 @@
 import { admissionPlugin } from './gate/plugin.js'
 
 export { admissionPlugin as admission }
-export { AdmissionError, AdmissionOptionError, AdmissionKeyError } from './gate/errors.js'
-export type { AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
+export { AdmissionError, AdmissionOptionError, AdmissionKeyError, AdmissionAllowListError } from './gate/errors.js'
+export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
 export type { AdaptiveInFlightOptions } from './gate/in-flight-options.js'
 export type { PriorityName as AdmissionPriority } from './gate/priority.js'
+export type { AdmissionRefusalContext, ErrorResponseBuilder } from './gate/error-response.js'
+export type { AllowListFunction, AllowListOption } from './gate/allow-list.js'
+export type { RefusalReason } from './gate/problem.js'
 export type { AdmissionDecorator, AdmissionRegistry } from './gate/decorator.js'
 export type { AdmissionStats, GateCounters } from './gate/stats.js'
 export type { PressureOptions, PressureHandler, QueueDelayOptions, StatusRouteOptions } from './pressure/options.js'

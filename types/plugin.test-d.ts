@@ -92,3 +92,20 @@ await app.register(admission, { pressure: { pressureHandler: (_q, _r, type: 'cpu
 const signal: 'eventLoopDelay' | 'heapUsedBytes' | 'rssBytes' | 'healthCheck' | 'eventLoopUtilization' | undefined = app.admission.pressure()?.reason?.signal
 const shedByDelay: number | undefined = app.admission.stats().pressure?.shed.queueDelay
 void signal; void shedByDelay
+// The @fastify/rate-limit parity options.
+await app.register(admission, {
+  responseBody: 'problem',
+  errorResponseBuilder: (_request, context) => ({ statusCode: context.statusCode, reason: context.reason, wait: context.retryAfterSeconds }),
+  allowList: ['10.0.0.0/8', 'ops'],
+  allowListSkipsShedding: true,
+  hook: 'onRequest',
+  enforce: false
+})
+await app.register(admission, { allowList: (request, key: string) => request.ip === key, hook: 'preHandler' })
+// @ts-expect-error the builder returns an object
+await app.register(admission, { errorResponseBuilder: () => 'text' })
+// @ts-expect-error only onRequest or preHandler
+await app.register(admission, { hook: 'onSend' })
+app.get('/grouped', { config: { admission: { groupId: 'search', hook: 'preHandler', enforce: true, allowList: ['::1'] } } }, async () => 'ok')
+const wouldLimit: number = stats.wouldLimit + stats.wouldShed + stats.allowed
+void wouldLimit

@@ -54,6 +54,10 @@ const huge = { limit: 1e9, windowMs: 60_000 }
 // then refused.
 const once = { limit: 1, windowMs: HOUR }
 
+// Addresses and keys the load's clients (127.0.0.1, ids `c<n>`) are not on.
+const ALLOW_LIST = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '2001:db8::/32', 'fc00::/7', '198.51.100.7', '203.0.113.0/24',
+  'ops-1', 'ops-2', 'ops-3', 'ops-4', 'monitor', 'backup', 'ci', 'health']
+
 const admit = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader })
 const refuse = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader })
 // `cache` at least the load's clients (the default, 5000, holds them all).
@@ -113,6 +117,12 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'rl-admit-log', description: '@fastify/rate-limit 11 admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: rlAdmit },
   { name: 'rl-refuse-log', description: '@fastify/rate-limit 11 refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: rlRefuse },
   { name: 'hooks-app-log', description: 'empty onRequest + onResponse, app.addHook, logger: true', status: 200, logger: true, base: 'bare-log', setup: (app) => app.addHook('onRequest', emptyHook).addHook('onResponse', emptyHook) },
+  // The parity options (not in the default run): each on, against the same base as admit/refuse.
+  { name: 'admit-allowlist', description: 'fastify-admission admitting, an allowList of 8 CIDR ranges and 8 keys the client is not on', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, allowList: ALLOW_LIST }) },
+  { name: 'admit-prehandler', description: "fastify-admission admitting, the rate check in preHandler (hook: 'preHandler')", status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, hook: 'preHandler' }) },
+  { name: 'refuse-builder', description: 'fastify-admission refusing (429) through errorResponseBuilder (a plain object, the default error handler)', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, errorResponseBuilder: (_request, context) => ({ statusCode: context.statusCode, error: 'Too Many Requests', message: `retry in ${context.after}` }) }) },
+  { name: 'refuse-problem', description: "fastify-admission refusing (429), responseBody: 'problem'", status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, responseBody: 'problem' }) },
+  { name: 'shadow', description: 'fastify-admission over the quota with enforce: false (answered 200, counted)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, enforce: false }) },
   { name: 'node-http', description: 'node:http alone, no Fastify (load + HTTP server floor)', status: 200, server: 'http' },
   { name: 'load-only', description: 'canned reply on node:net, no HTTP server (the load and sockets alone)', status: 200, server: 'net' }
 ]

@@ -45,3 +45,18 @@ export class AdmissionKeyError extends AdmissionError {
     this.value = value
   }
 }
+
+/**
+ * The `allowList` function returned a promise (or another thenable): a synchronous answer is
+ * needed before the request may go on, and a promise is always truthy, so it is not taken for a
+ * yes. The message never shows the value; `value` holds it, for logs.
+ */
+export class AdmissionAllowListError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionAllowListError' }) }
+  readonly value: unknown
+  readonly statusCode = 500
+  constructor (value: unknown) {
+    super('ADMISSION_INVALID_ALLOW_LIST_RESULT', 'Expected the `allowList` function to return a boolean synchronously, got a promise (or another thenable)')
+    this.value = value
+  }
+}

@@ -8,6 +8,9 @@ import { metricsOption, type AdmissionMetricsOptions, type MetricsSettings } fro
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
 import { criticalReserveOption, inFlightOption, priorityOption, type AdaptiveInFlightOptions, type AdaptiveSettings } from './in-flight-options.js'
 import type { PriorityName } from './priority.js'
+import { allowListOption, type AllowListOption, type AllowMatcher } from './allow-list.js'
+import { builderOption, type ErrorResponseBuilder } from './error-response.js'
+import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
 
 /**
  * A per-client rate limit in the rates capability's policy language. Default algorithm
@@ -22,6 +25,9 @@ export interface RateLimitOptions {
   burst?: number
 }
 
+/** Where the rate check runs: `onRequest` (the default) or `preHandler`, after authentication (shedding stays in `onRequest`). */
+export type AdmissionHook = 'onRequest' | 'preHandler'
+
 /** What a route may override in `config.admission`. */
 export interface AdmissionRouteOptions {
   /** A semaphore of this route's own, in addition to the global one; `false`: none (the default). */
@@ -35,6 +41,16 @@ export interface AdmissionRouteOptions {
    * `sheddable` goes first, and `critical` keeps `criticalReserve` of the limit.
    */
   priority?: PriorityName
+  /** Routes naming the same group share one quota (the route's `rateLimit`, else the plugin's; the same in every route of the group). */
+  groupId?: string
+  /** Where this route's rate check runs; defaults to the plugin's `hook`. */
+  hook?: AdmissionHook
+  /** `false`: shadow mode on this route; defaults to the plugin's `enforce`. */
+  enforce?: boolean
+  /** This route's refusals; defaults to the plugin's `errorResponseBuilder`. */
+  errorResponseBuilder?: ErrorResponseBuilder
+  /** This route's allow list, instead of the plugin's. */
+  allowList?: AllowListOption
 }
 
 export interface AdmissionOptions {
@@ -51,8 +67,21 @@ export interface AdmissionOptions {
   cost?: number
   /** Status of a rate-limited request: 429 (the default) or 503 (the seed's v1 wire format). */
   limitStatusCode?: 429 | 503
-  /** Body of a refusal: `'json'` (the default) or `'text'` (`lim rejected`, 12 bytes). */
-  responseBody?: 'json' | 'text'
+  /**
+   * Body of a refusal: `'json'` (the default), `'text'` (`lim rejected`, 12 bytes) or `'problem'`
+   * (RFC 9457 `application/problem+json` with the RateLimit draft's problem types).
+   */
+  responseBody?: 'json' | 'text' | 'problem'
+  /** Builds the refusal (429 or 503) the application wants, sent through Fastify's error handling; `Retry-After` stays the gate's. */
+  errorResponseBuilder?: ErrorResponseBuilder
+  /** Clients that skip the rate limit: keys, IP addresses and CIDR ranges, or a synchronous `(request, key) => boolean`. */
+  allowList?: AllowListOption
+  /** Whether clients on the allow list skip shedding too (default false: a full server sheds everyone). */
+  allowListSkipsShedding?: boolean
+  /** Where the rate check runs: `'onRequest'` (the default) or `'preHandler'` (after authentication: `key(request)` can read `request.user`). */
+  hook?: AdmissionHook
+  /** `false`: shadow mode — decide, count, log and set headers, never refuse (default true). */
+  enforce?: boolean
   /** Send `RateLimit-Policy` and `RateLimit` on limited routes (default true). */
   headers?: boolean
   /** The client's key; default: `request.ip`, IPv6 grouped by `ipv6Subnet`. */
@@ -90,9 +119,16 @@ export interface AdmissionOptions {
 export interface RouteSettings {
   readonly maxInFlight: number | false
   readonly priority: PriorityName
-  /** `undefined`: the route uses the plugin's limiter. */
+  /** `undefined`: the route uses the plugin's limiter (or its group's). */
   readonly rateLimit: Readonly<Policy> | false | undefined
   readonly cost: number
+  readonly groupId: string | undefined
+  readonly hook: AdmissionHook
+  readonly enforce: boolean
+  /** The route's builder, or the plugin's. */
+  readonly errorResponseBuilder: ErrorResponseBuilder | undefined
+  /** The route's allow list, or the plugin's. */
+  readonly allowList: AllowMatcher | undefined
 }
 
 export interface Settings {
@@ -101,7 +137,12 @@ export interface Settings {
   readonly rateLimit: Readonly<Policy> | false
   readonly cost: number
   readonly limitStatusCode: 429 | 503
-  readonly responseBody: 'json' | 'text'
+  readonly responseBody: 'json' | 'text' | 'problem'
+  readonly errorResponseBuilder: ErrorResponseBuilder | undefined
+  readonly allowList: AllowMatcher | undefined
+  readonly allowListSkipsShedding: boolean
+  readonly hook: AdmissionHook
+  readonly enforce: boolean
   readonly headers: boolean
   readonly key: ((request: FastifyRequest) => string) | undefined
   readonly ipv6Subnet: number
@@ -120,14 +161,15 @@ export interface Settings {
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
 
-const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
+const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList'] as const
+const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
 const complain = AdmissionOptionError.complain
 const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true }
-const ROUTE_SHAPE = { keys: [...GATE_KEYS, 'priority'], expected: 'an object { maxInFlight?, rateLimit?, cost?, priority? } or false', nullPrototype: true, options: true }
+const ROUTE_SHAPE = { keys: ROUTE_KEYS, expected: `an object { ${ROUTE_KEYS.map((key) => `${key}?`).join(', ')} } or false`, nullPrototype: true, options: true }
 
 function positiveInteger (path: string, value: unknown): number {
   return checkPositiveInteger(complain, path, value)
@@ -206,12 +248,15 @@ export function validateOptions (options: unknown): Settings {
   const statusCode = input.limitStatusCode === undefined ? 429 : input.limitStatusCode
   if (statusCode !== 429 && statusCode !== 503) throw new AdmissionOptionError('limitStatusCode', '429 or 503', statusCode)
   const body = input.responseBody === undefined ? 'json' : input.responseBody
-  if (body !== 'json' && body !== 'text') throw new AdmissionOptionError('responseBody', "'json' or 'text'", body)
+  if (body !== 'json' && body !== 'text' && body !== 'problem') throw new AdmissionOptionError('responseBody', "'json', 'text' or 'problem'", body)
   const headers = input.headers === undefined ? true : input.headers
   if (typeof headers !== 'boolean') throw new AdmissionOptionError('headers', 'a boolean', headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
   const inFlight = inFlightOption('maxInFlight', input.maxInFlight)
+  const key = keyOption(input.key)
+  const hook = hookOption('hook', input.hook, 'onRequest', false)
+  const allowList = allowListOption('allowList', input.allowList, key !== undefined)
   return Object.freeze({
     maxInFlight: inFlight,
     criticalReserve: criticalReserveOption(input.criticalReserve, inFlight !== false),
@@ -219,8 +264,13 @@ export function validateOptions (options: unknown): Settings {
     cost: costOption(input.cost, rateLimit),
     limitStatusCode: statusCode,
     responseBody: body,
+    errorResponseBuilder: builderOption('errorResponseBuilder', input.errorResponseBuilder),
+    allowList,
+    allowListSkipsShedding: skipsSheddingOption('allowListSkipsShedding', input.allowListSkipsShedding, allowList !== undefined, hook),
+    hook,
+    enforce: booleanOption('enforce', input.enforce, true),
     headers,
-    key: keyOption(input.key),
+    key,
     ipv6Subnet,
     backend: backendOption(input.backend, input.maxIdentities),
     onBackendError: backendErrorPolicy(input.onBackendError),
@@ -251,10 +301,16 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   }
   // A route that keeps the plugin's cost must still be able to pay it from its own bucket.
   const cost = costWithin(`${path}.cost`, input.cost === undefined ? plugin.cost : input.cost, effective)
+  const hook = hookOption(`${path}.hook`, input.hook, plugin.hook, plugin.allowListSkipsShedding)
   return Object.freeze({
     maxInFlight: routeMaxInFlight(`${path}.maxInFlight`, input.maxInFlight),
     priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
     rateLimit,
-    cost
+    cost,
+    groupId: groupIdOption(`${path}.groupId`, input.groupId, effective),
+    hook,
+    enforce: booleanOption(`${path}.enforce`, input.enforce, plugin.enforce),
+    errorResponseBuilder: builderOption(`${path}.errorResponseBuilder`, input.errorResponseBuilder) ?? plugin.errorResponseBuilder,
+    allowList: allowListOption(`${path}.allowList`, input.allowList, plugin.key !== undefined) ?? plugin.allowList
   })
 }

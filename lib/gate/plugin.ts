@@ -10,12 +10,13 @@ import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './option
 import { validateOptions } from './options.js'
 import { AdaptivePermits } from './adaptive-permits.js'
 import { Permits } from './permits.js'
-import { Pressure, type GateHook } from '../pressure/pressure.js'
+import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { Quotas } from './quotas.js'
-import { RateCheck } from './rate-check.js'
+import { Checks } from './check-kinds.js'
 import { registrationAddress } from './registration-address.js'
 import { routeGate } from './route-gate.js'
+import { notFoundHook } from './route-hooks.js'
 import { RouteWiring } from './route-wiring.js'
 import { newCounters } from './stats.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
@@ -66,22 +67,20 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   const global = newCounters()
   const permits = permitsFor(fastify, global, settings)
   fastify.addHook('onClose', (_instance, closed) => { permits.stop(); closed() })
-  const check = new RateCheck(settings, global, permits, fastify.log, address)
+  const checks = new Checks(settings, global, permits, fastify.log, address)
+  // The plugin's own kind of check: the 404 hook's and pressure's refusals.
+  const check = checks.of(settings.enforce, settings.errorResponseBuilder)
   const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
   // Off unless asked for: no timer, no sampler, and the route hooks are the gate's own.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay, check)
-  const wiring = new RouteWiring(settings, quotas, shared, permits, check, serverTimeout, pressure)
+  const wiring = new RouteWiring(settings, quotas, shared, permits, checks, serverTimeout, pressure)
   wiring.gates.set(notFound.name, notFound)
   fastify.addHook('onRoute', (route) => { wiring.wire(route) })
   fastify.addHook('onReady', (ready) => { ready(wiring.errors[0]) })
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
-  const notFoundGate = function notFoundGate (request: Parameters<GateHook>[0], reply: Parameters<GateHook>[1], next: Parameters<GateHook>[2]): void {
-    if (permits.full) check.shed(request, reply, notFound)
-    else if (notFound.limiter === undefined) check.admit(request, notFound, next)
-    else check.run(request, reply, notFound, next)
-  }
+  const notFoundGate = notFoundHook(notFound, permits, check, settings.allowList, !settings.enforce)
 
   const toKey = settings.key === undefined
     ? (key: string) => clientKey(key, settings.ipv6Subnet)

@@ -8,11 +8,16 @@ import { rateLimitHeader } from './headers.js'
 import type { Settings } from './options.js'
 import type { Permits } from './permits.js'
 import { describePolicy } from './policy-text.js'
+import type { AllowMatcher } from './allow-list.js'
+import { MESSAGES, type RefusalReason } from './problem.js'
 import { refuse } from './refusal.js'
 import type { RouteGate } from './route-gate.js'
 import type { GateCounters } from './stats.js'
 
-type Next = (error?: Error) => void
+export type Next = (error?: Error) => void
+
+/** What `screen` says of a client on the allow list. */
+const ALLOWED = Symbol('allowed')
 
 /**
  * The second step of the gate: the client's quota. On a backend with synchronous decisions
@@ -22,19 +27,22 @@ type Next = (error?: Error) => void
  * `onBackendError`, counted as `unavailable`, and logged once per route until a decision succeeds.
  */
 export class RateCheck {
-  private readonly settings: Settings
-  private readonly global: GateCounters
-  private readonly permits: Permits
-  private readonly log: FastifyBaseLogger
+  protected readonly settings: Settings
+  protected readonly global: GateCounters
+  protected readonly permits: Permits
+  protected readonly log: FastifyBaseLogger
   /** The registration's address, for decision events. */
-  private readonly registration: string
+  protected readonly registration: string
+  /** A backend that cannot decide admits: `onBackendError: 'allow'`, or a check that never refuses. */
+  protected readonly failOpen: boolean
 
-  constructor (settings: Settings, global: GateCounters, permits: Permits, log: FastifyBaseLogger, registration: string) {
+  constructor (settings: Settings, global: GateCounters, permits: Permits, log: FastifyBaseLogger, registration: string, failOpen = settings.onBackendError === 'allow') {
     this.settings = settings
     this.global = global
     this.permits = permits
     this.log = log
     this.registration = registration
+    this.failOpen = failOpen
   }
 
   /** The client's key for the quotas: the option's `key(request)`, or the address. */
@@ -55,6 +63,51 @@ export class RateCheck {
       next(error as Error)
       return
     }
+    this.decide(request, reply, gate, key, next)
+  }
+
+  /** `run` with an allow list: a client on it goes on, taking nothing from its quota and getting no headers. */
+  runAllowing (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, allows: AllowMatcher, next: Next): void {
+    const key = this.screen(request, allows, next)
+    if (key === ALLOWED) this.allowed(request, gate, next)
+    else if (key !== undefined) this.decide(request, reply, gate, key, next)
+  }
+
+  /**
+   * The allow list before shedding (`allowListSkipsShedding`): a client on it goes on even when
+   * the gate is full (holding a permit when one is free, so that the gauge counts it); any other
+   * is shed or checked as usual, with the key already made.
+   */
+  runAllowingFirst (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, allows: AllowMatcher, next: Next): void {
+    const key = this.screen(request, allows, next)
+    if (key === undefined) return
+    const held = this.permits.take(request, reply, gate)
+    if (key === ALLOWED) {
+      this.allowed(request, gate, next)
+      return
+    }
+    if (!held && !this.whenFull(request, reply, gate, next)) return
+    if (gate.limiter === undefined) this.admit(request, gate, next, key)
+    else this.decide(request, reply, gate, key, next)
+  }
+
+  /**
+   * The client's key, or `ALLOWED` when the allow list has the client; undefined when the
+   * application's `key` or `allowList` threw: Fastify answers 500 and the permit (if any) goes back.
+   */
+  private screen (request: FastifyRequest, allows: AllowMatcher, next: Next): string | typeof ALLOWED | undefined {
+    try {
+      const key = this.keyOf(request)
+      return allows(request, key) ? ALLOWED : key
+    } catch (error) {
+      this.permits.free(request)
+      next(error as Error)
+      return undefined
+    }
+  }
+
+  /** Decides on the client's quota by its key. */
+  decide (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, key: string, next: Next): void {
     const synchronous = gate.synchronous
     if (synchronous !== undefined) {
       const verdict = synchronous.decide(key, gate.cost)
@@ -65,7 +118,7 @@ export class RateCheck {
       if (gate.failing) gate.failing = false
       if (gate.policyHeader !== undefined) this.headers(reply, gate, synchronous.remaining, synchronous.resetAt, synchronous.decidedAt)
       if (verdict === ADMITTED) this.admit(request, gate, next, key)
-      else this.limit(request, reply, gate, synchronous.retryAfterMs, key)
+      else this.limit(request, reply, gate, synchronous.retryAfterMs, next, key)
       return
     }
     let pending: Promise<RateDecision>
@@ -87,7 +140,7 @@ export class RateCheck {
         // decision is what the header reports, and the local clock is no worse a reference.
         if (gate.policyHeader !== undefined) this.headers(reply, gate, decision.remaining, decision.resetAt, Date.now())
         if (decision.allowed) this.admit(request, gate, next, key)
-        else this.limit(request, reply, gate, decision.retryAfterMs, key)
+        else this.limit(request, reply, gate, decision.retryAfterMs, next, key)
       },
       (error: unknown) => { this.failed(request, reply, gate, error, undefined, next, key) }
     )
@@ -105,14 +158,26 @@ export class RateCheck {
     next()
   }
 
-  private limit (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retryAfterMs: number, key: string): void {
+  /** An allowed client goes on (it holds its permits until its work ends). */
+  allowed (request: FastifyRequest, gate: RouteGate, next: Next, key?: string): void {
+    this.global.allowed++
+    gate.counters.allowed++
+    this.admit(request, gate, next, key)
+  }
+
+  protected limit (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retryAfterMs: number, next: Next, key: string): void {
     this.permits.free(request)
     this.global.limited++
     gate.counters.limited++
     if (this.settings.onLimit !== undefined) this.settings.onLimit(request, retryAfterMs)
     const seconds = Math.max(1, Math.ceil(retryAfterMs / 1000))
     refused(this.registration, request, gate.name, 'limited', this.settings.limitStatusCode, seconds, key, false)
-    refuse(reply, this.settings.limitStatusCode, seconds, this.settings.responseBody, 'Rate limit exceeded')
+    this.answer(request, reply, next, gate, this.settings.limitStatusCode, seconds, 'limited')
+  }
+
+  /** Sends a refusal: the built-in JSON or text body (a subclass sends others). */
+  protected answer (_request: FastifyRequest, reply: FastifyReply, _next: Next, _gate: RouteGate, status: 429 | 503, retrySeconds: number, reason: RefusalReason, message = MESSAGES[reason]): void {
+    refuse(reply, status, retrySeconds, this.settings.responseBody as 'json' | 'text', message)
   }
 
   /**
@@ -120,7 +185,7 @@ export class RateCheck {
    * admit; counted either way; logged once (the first failure after a success), at `error`, with
    * the route and the policy in the application's terms — never in the response.
    */
-  private failed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, error: unknown, retryAfterMs: number | undefined, next: Next, key: string): void {
+  protected failed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, error: unknown, retryAfterMs: number | undefined, next: Next, key: string): void {
     this.global.unavailable++
     gate.counters.unavailable++
     if (!gate.failing) {
@@ -130,9 +195,9 @@ export class RateCheck {
         policy: describePolicy(gate.policy!),
         code: error instanceof RatesError ? error.code : error === undefined ? 'RATES_UNAVAILABLE' : undefined,
         err: error
-      }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); answering by onBackendError '${this.settings.onBackendError}' until it can`)
+      }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); ${this.failOpen === (this.settings.onBackendError === 'allow') ? `answering by onBackendError '${this.settings.onBackendError}'` : 'admitting (enforce: false)'} until it can`)
     }
-    if (this.settings.onBackendError === 'allow') {
+    if (this.failOpen) {
       this.admit(request, gate, next, key, true)
       return
     }
@@ -140,19 +205,25 @@ export class RateCheck {
     const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
     const seconds = wait === undefined ? 1 : Math.max(1, Math.ceil(wait / 1000))
     refused(this.registration, request, gate.name, 'unavailable', 503, seconds, key, true)
-    refuse(reply, 503, seconds, this.settings.responseBody, 'Service temporarily unavailable')
+    this.answer(request, reply, next, gate, 503, seconds, 'unavailable')
+  }
+
+  /** A full in-flight gate: whether the request goes on anyway (never, here: it is shed). */
+  whenFull (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, next: Next): boolean {
+    this.shed(request, reply, gate, next)
+    return false
   }
 
   /**
    * A 503 for a full in-flight gate (`Retry-After` from the permits: 1, or the adaptive limit's
    * measured latency), or for pressure (its own `Retry-After` and message).
    */
-  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, retrySeconds = this.permits.retryAfter(), message = 'Server is at capacity'): void {
+  shed (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, next: Next, retrySeconds = this.permits.retryAfter(), message?: string): void {
     this.global.shed++
     gate.counters.shed++
     if (this.settings.onShed !== undefined) this.settings.onShed(request)
     refused(this.registration, request, gate.name, 'shed', 503, retrySeconds, undefined, false)
-    refuse(reply, 503, retrySeconds, this.settings.responseBody, message)
+    this.answer(request, reply, next, gate, 503, retrySeconds, 'shed', message)
   }
 }
 

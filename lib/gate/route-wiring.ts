@@ -1,12 +1,15 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import type { Pressure } from '../pressure/pressure.js'
+import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter } from '../rates/backend.js'
-import { validateRouteOptions, type Settings } from './options.js'
+import type { Checks } from './check-kinds.js'
+import { Groups } from './groups.js'
+import { validateRouteOptions, type RouteSettings, type Settings } from './options.js'
 import type { Handler, Permits } from './permits.js'
 import type { Quotas } from './quotas.js'
-import type { RateCheck } from './rate-check.js'
 import { NORMAL, PRIORITY_NAMES, type Priority } from './priority.js'
 import { routeGate, type RouteGate } from './route-gate.js'
+import { gateHooks } from './route-hooks.js'
 
 type Hook = (...args: never[]) => unknown
 
@@ -30,19 +33,21 @@ export class RouteWiring {
   private readonly quotas: Quotas
   private readonly shared: BackendLimiter | undefined
   private readonly permits: Permits
-  private readonly check: RateCheck
+  private readonly checks: Checks
   private readonly serverTimeout: number | undefined
   private readonly pressure: Pressure | undefined
   /** GET routes by URL, with the handler they were given: their HEAD twin shares their gate. */
-  private readonly getRoutes = new Map<string, { handler: unknown, gate: RouteGate }>()
+  private readonly getRoutes = new Map<string, { handler: unknown, wired: Wired }>()
+  private readonly groups: Groups
   private readonly onResponse: Hook
 
-  constructor (settings: Settings, quotas: Quotas, shared: BackendLimiter | undefined, permits: Permits, check: RateCheck, serverTimeout?: number, pressure?: Pressure) {
+  constructor (settings: Settings, quotas: Quotas, shared: BackendLimiter | undefined, permits: Permits, checks: Checks, serverTimeout?: number, pressure?: Pressure) {
     this.settings = settings
     this.quotas = quotas
     this.shared = shared
     this.permits = permits
-    this.check = check
+    this.checks = checks
+    this.groups = new Groups(quotas)
     this.serverTimeout = serverTimeout
     this.pressure = pressure
     this.onResponse = function admissionOnResponse (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) {
@@ -55,48 +60,45 @@ export class RouteWiring {
     const methods = Array.isArray(route.method) ? route.method : [route.method]
     const name = this.uniqueName(`${methods.join(',')} ${route.url}`)
     const twin = methods.length === 1 && methods[0] === 'HEAD' ? this.getRoutes.get(route.url) : undefined
-    let gate: RouteGate | false
+    let wired: Wired | false
     if (twin !== undefined && twin.handler === route.handler) {
-      gate = twin.gate
+      wired = twin.wired
     } else {
-      gate = this.gateOf(route, name)
-      if (gate !== false && methods.includes('GET')) this.getRoutes.set(route.url, { handler: route.handler, gate })
+      wired = this.wiredOf(route, name)
+      if (wired !== false && methods.includes('GET')) this.getRoutes.set(route.url, { handler: route.handler, wired })
     }
-    if (gate === false) return
+    if (wired === false) return
+    const { gate, hooks } = wired
     if (gate.name === name) this.gates.set(name, gate)
-    const permits = this.permits
-    const check = this.check
-    const admitGate = gate
-    // The hook is chosen here: a `normal` route's path is the one it was before priorities, and
-    // with no pressure options the hook is the gate's own, with nothing added.
-    const gateHook = gate.priority === NORMAL
-      ? function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-        if (!permits.take(request, reply, admitGate)) check.shed(request, reply, admitGate)
-        else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
-        else check.run(request, reply, admitGate, done)
-      }
-      : function admissionOnRequest (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
-        if (!permits.takePrioritized(request, reply, admitGate)) check.shed(request, reply, admitGate)
-        else if (admitGate.limiter === undefined) check.admit(request, admitGate, done)
-        else check.run(request, reply, admitGate, done)
-      }
-    const onRequest = this.pressure === undefined ? gateHook : this.pressure.hook(gate, gateHook)
+    // With no pressure options the hook is the gate's own, with nothing added.
+    const onRequest = this.pressure === undefined ? hooks.onRequest : this.pressure.hook(gate, hooks.onRequest)
     route.onRequest = first(onRequest, route.onRequest) as RouteOptions['onRequest']
+    // After the route's own preHandlers (authentication among them), as @fastify/rate-limit does.
+    if (hooks.preHandler !== undefined) route.preHandler = last(hooks.preHandler, route.preHandler) as RouteOptions['preHandler']
     route.onResponse = first(this.onResponse, route.onResponse) as RouteOptions['onResponse']
     route.handler = this.permits.watch(route.handler as Handler, gate.waitsForHandler)
   }
 
-  private gateOf (route: RouteOptions, name: string): RouteGate | false {
+  private wiredOf (route: RouteOptions, name: string): Wired | false {
     const settings = this.settings
     const own = (route.config as { admission?: unknown } | undefined)?.admission
     const waits = Number((route as { handlerTimeout?: number }).handlerTimeout ?? this.serverTimeout) > 0
     try {
-      const parsed = own === undefined ? undefined : validateRouteOptions(own, name, settings)
+      const parsed = own === undefined ? pluginRoute(settings) : validateRouteOptions(own, name, settings)
       if (parsed === false) return false
-      if (parsed === undefined) return routeGate(name, false, this.shared, settings.rateLimit, settings.cost, settings.headers, waits)
+      const policy = parsed.rateLimit ?? settings.rateLimit
+      const limiter = parsed.groupId !== undefined
+        ? this.groups.open(parsed.groupId, policy as Readonly<Policy>, name, `config.admission of ${name}.groupId`)
+        : parsed.rateLimit === undefined ? this.shared : this.quotas.open(name, parsed.rateLimit)
       const priority = PRIORITY_NAMES.indexOf(parsed.priority) as Priority
-      if (parsed.rateLimit === undefined) return routeGate(name, parsed.maxInFlight, this.shared, settings.rateLimit, parsed.cost, settings.headers, waits, priority)
-      return routeGate(name, parsed.maxInFlight, this.quotas.open(name, parsed.rateLimit), parsed.rateLimit, parsed.cost, settings.headers, waits, priority)
+      const gate = routeGate(name, parsed.maxInFlight, limiter, policy, parsed.cost, settings.headers, waits, priority)
+      const hooks = gateHooks(gate, this.permits, this.checks.of(parsed.enforce, parsed.errorResponseBuilder), {
+        preHandler: parsed.hook === 'preHandler',
+        allowList: parsed.allowList,
+        allowListSkipsShedding: settings.allowListSkipsShedding,
+        shadow: !parsed.enforce
+      })
+      return { gate, hooks }
     } catch (error) {
       this.errors.push(error as Error)
       return false
@@ -110,6 +112,29 @@ export class RouteWiring {
     while (this.gates.has(`${name} #${n}`)) n++
     return `${name} #${n}`
   }
+}
+
+/** A route's gate and the hooks chosen for it. */
+interface Wired { readonly gate: RouteGate, readonly hooks: ReturnType<typeof gateHooks> }
+
+/** The settings of a route without `config.admission`: the plugin's. */
+function pluginRoute (settings: Settings): RouteSettings {
+  return {
+    maxInFlight: false,
+    priority: 'normal',
+    rateLimit: undefined,
+    cost: settings.cost,
+    groupId: undefined,
+    hook: settings.hook,
+    enforce: settings.enforce,
+    errorResponseBuilder: settings.errorResponseBuilder,
+    allowList: settings.allowList
+  }
+}
+
+/** The route's hooks of one kind with `hook` after the route's own ones (a nested registration's come after an outer one's). */
+function last (hook: Hook, existing: unknown): Hook[] {
+  return existing === undefined ? [hook] : Array.isArray(existing) ? [...(existing as Hook[]), hook] : [existing as Hook, hook]
 }
 
 /** Marks this plugin's hooks, so that a nested registration's come after an outer one's. */

@@ -1,12 +1,11 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { GateHook } from '../gate/route-hooks.js'
 import type { RateCheck } from '../gate/rate-check.js'
 import type { RouteGate } from '../gate/route-gate.js'
 import { DelayProbe } from './delay-probe.js'
 import type { PressureSettings, QueueDelaySettings } from './options.js'
 import { Sampler } from './sampler.js'
 import type { PressureReadings, Signal } from './signals.js'
-
-export type GateHook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 
 /** Why requests were shed by pressure: by signal, and by the queueing-delay controller. */
 export type ShedReason = Signal | 'queueDelay'
@@ -102,7 +101,7 @@ export class Pressure {
     }
     if (this.probe!.sheds()) {
       this.shedBy.queueDelay++
-      this.check.shed(request, reply, gate, this.queueRetry, 'Server is overloaded')
+      this.check.shed(request, reply, gate, done, this.queueRetry, 'Server is overloaded')
     } else {
       next(request, reply, done)
     }
@@ -113,7 +112,7 @@ export class Pressure {
     const handler = settings.pressureHandler
     if (handler === undefined) {
       this.shedBy[over]++
-      this.check.shed(request, reply, gate, settings.retryAfter, 'Server is under pressure')
+      this.check.shed(request, reply, gate, done, settings.retryAfter, 'Server is under pressure')
       return
     }
     // As under-pressure: a promise, then the request goes on (unless it was answered); nullish,

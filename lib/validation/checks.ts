@@ -47,6 +47,27 @@ export function optionalFunction<F> (complain: Complain, path: string, value: un
   return value as F
 }
 
+/**
+ * The strings of an exact array (no Proxy, no other prototype, no holes, no accessors, nothing but
+ * its indices and `length`), read through their descriptors like `exactObject`'s fields; at most `max` of them.
+ */
+export function stringList (complain: Complain, path: string, value: unknown, expected: string, max: number): string[] {
+  if (!Array.isArray(value) || types.isProxy(value) || Object.getPrototypeOf(value) !== Array.prototype) throw complain({ path, expected, value })
+  if (value.length > max) throw complain({ path, expected: `${expected} (at most ${max} entries)`, value, got: `${value.length} entries` })
+  const keys = Reflect.ownKeys(value)
+  if (keys.length !== value.length + 1) throw complain({ path, expected: `${expected} (no holes, no other keys)`, value })
+  const strings: string[] = []
+  for (let i = 0; i < value.length; i++) {
+    const descriptor = Object.getOwnPropertyDescriptor(value, i)
+    const at = `${path}[${i}]`
+    if (descriptor === undefined) throw complain({ path: at, expected: `${expected} (no holes)`, value: undefined, got: 'a hole' })
+    if (!('value' in descriptor)) throw complain({ path: at, expected: 'a data property', value: descriptor, got: 'an accessor property (getter or setter), which is not invoked' })
+    if (typeof descriptor.value !== 'string' || descriptor.value === '') throw complain({ path: at, expected: 'a non-empty string', value: descriptor.value })
+    strings.push(descriptor.value)
+  }
+  return strings
+}
+
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/
 
 /** The path of `key` inside the value at `base`, as code would write it: `base.key`, or `base["some key"]`. */

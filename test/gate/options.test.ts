@@ -113,6 +113,10 @@ const POLICY_SHAPE = 'a plain object { algorithm, limit, windowMs, burst? }'
 
 // A valid rate limit to vary one field of.
 const RL = { limit: 10, windowMs: 1000, burst: 5 }
+// What a route's settings hold beyond the gate's numbers, when it sets none of it.
+const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined }
+/** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
+const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST }
 
 // ---------------------------------------------------------------------------------------------
 // validateOptions
@@ -138,7 +142,12 @@ t.test('defaults', async (t) => {
       onLimit: undefined,
       pressure: undefined,
       queueDelay: undefined,
-      metrics: undefined
+      metrics: undefined,
+      errorResponseBuilder: undefined,
+      allowList: undefined,
+      allowListSkipsShedding: false,
+      hook: 'onRequest',
+      enforce: true
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
     t.equal(s.rateLimit, DEFAULT_RATE_LIMIT)
@@ -187,7 +196,12 @@ t.test('every option, valid', async (t) => {
     onLimit,
     pressure: undefined,
     queueDelay: undefined,
-    metrics: undefined
+    metrics: undefined,
+    errorResponseBuilder: undefined,
+    allowList: undefined,
+    allowListSkipsShedding: false,
+    hook: 'onRequest',
+    enforce: true
   })
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
@@ -281,7 +295,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, criticalReserve, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, criticalReserve, allowListSkipsShedding, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {
@@ -694,20 +708,20 @@ const routeRateRejected = (t: Test, rateLimit: unknown, path: string, value: unk
 t.test('route: false opts out; an empty object takes the plugin limiter and cost', async (t) => {
   t.equal(validateRouteOptions(false, WHERE, PLUGIN), false)
   const r = validateRouteOptions({}, WHERE, PLUGIN)
-  t.strictSame({ ...r }, { maxInFlight: false, priority: 'normal', rateLimit: undefined, cost: 2 })
+  t.strictSame({ ...r }, { maxInFlight: false, rateLimit: undefined, cost: 2, ...ROUTE_OUT })
   t.ok(Object.isFrozen(r))
-  t.strictSame({ ...validateRouteOptions(Object.create(null), WHERE, PLUGIN) }, { maxInFlight: false, priority: 'normal', rateLimit: undefined, cost: 2 })
+  t.strictSame({ ...validateRouteOptions(Object.create(null), WHERE, PLUGIN) }, { maxInFlight: false, rateLimit: undefined, cost: 2, ...ROUTE_OUT })
 })
 
 t.test('route: overrides', async (t) => {
-  const r = validateRouteOptions({ maxInFlight: 8, rateLimit: { limit: 10, windowMs: 1_000 }, cost: 2 }, WHERE, PLUGIN)
-  t.same(r, { maxInFlight: 8, priority: 'normal', rateLimit: { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 10 }, cost: 2 })
+  const r = validateRouteOptions({ maxInFlight: 8, rateLimit: { limit: 10, windowMs: 1_000 }, cost: 2, ...ROUTE_REST }, WHERE, PLUGIN)
+  t.same(r, { maxInFlight: 8, rateLimit: { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 10 }, cost: 2, ...ROUTE_OUT })
   t.ok(r !== false && r.rateLimit !== undefined && Object.isFrozen(r.rateLimit))
-  t.same(validateRouteOptions({ maxInFlight: false }, WHERE, PLUGIN), { maxInFlight: false, priority: 'normal', rateLimit: undefined, cost: 2 })
-  t.same(validateRouteOptions({ rateLimit: false }, WHERE, PLUGIN), { maxInFlight: false, priority: 'normal', rateLimit: false, cost: 2 })
-  t.same(validateRouteOptions({ cost: 10 }, WHERE, PLUGIN), { maxInFlight: false, priority: 'normal', rateLimit: undefined, cost: 10 })
+  t.same(validateRouteOptions({ maxInFlight: false }, WHERE, PLUGIN), { maxInFlight: false, rateLimit: undefined, cost: 2, ...ROUTE_OUT })
+  t.same(validateRouteOptions({ rateLimit: false }, WHERE, PLUGIN), { maxInFlight: false, rateLimit: false, cost: 2, ...ROUTE_OUT })
+  t.same(validateRouteOptions({ cost: 10 }, WHERE, PLUGIN), { maxInFlight: false, rateLimit: undefined, cost: 10, ...ROUTE_OUT })
   t.same(validateRouteOptions({ rateLimit: { limit: 1, windowMs: 1, burst: 50 }, cost: 50 }, WHERE, PLUGIN),
-    { maxInFlight: false, priority: 'normal', rateLimit: { algorithm: 'token-bucket', limit: 1, windowMs: 1, burst: 50 }, cost: 50 }, 'a route burst above the plugin\'s')
+    { maxInFlight: false, rateLimit: { algorithm: 'token-bucket', limit: 1, windowMs: 1, burst: 50 }, cost: 50, ...ROUTE_OUT }, 'a route burst above the plugin\'s')
   // A route may use another algorithm than the plugin.
   const windowed = validateRouteOptions({ rateLimit: { algorithm: 'sliding-window-counter', limit: 4, windowMs: 500 } }, WHERE, PLUGIN)
   t.ok(windowed !== false && windowed.rateLimit !== undefined && windowed.rateLimit !== false)
@@ -720,7 +734,7 @@ t.test('route: the value must be false or a plain object', async (t) => {
   for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['off', "'off' (string)"], [[], '[]'], [instance, 'Admission'], [() => ({}), '[Function (anonymous)] (function)']] as Bad[]) {
     routeRejected(t, value, '', value, shown)
   }
-  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, priority? } or false')
+  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, priority?, groupId? } or false')
 })
 
 t.test('route: unknown keys, including plugin-only options and register keys', async (t) => {
@@ -782,12 +796,12 @@ t.test('route: cost against the policy it takes from', async (t) => {
   routeRejected(t, { rateLimit: { algorithm: 'sliding-window-counter', limit: 1, windowMs: 1000 } }, '.cost', 2, '2 (number)')
   routeRejected(t, { rateLimit: { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 1 } }, '.cost', 2, '2 (number)')
   t.same(validateRouteOptions({ rateLimit: { limit: 1, windowMs: 1000 }, cost: 1 }, WHERE, PLUGIN),
-    { maxInFlight: false, priority: 'normal', rateLimit: { algorithm: 'token-bucket', limit: 1, windowMs: 1000, burst: 1 }, cost: 1 }, 'unless it sets its own cost')
+    { maxInFlight: false, rateLimit: { algorithm: 'token-bucket', limit: 1, windowMs: 1000, burst: 1 }, cost: 1, ...ROUTE_OUT }, 'unless it sets its own cost')
   // No policy at all: a cost is a mistake (it has nothing to take from).
   routeRejected(t, { rateLimit: false, cost: 1e9 }, '.cost', 1e9, '1000000000 (number)')
   t.match((thrown(() => validateRouteOptions({ rateLimit: false, cost: 1 }, WHERE, PLUGIN)) as Error).message, 'absent where there is no rate limit')
   const noLimit = validateOptions({ rateLimit: false, cost: 50 })
-  t.same(validateRouteOptions({}, WHERE, noLimit), { maxInFlight: false, priority: 'normal', rateLimit: undefined, cost: 50 })
+  t.same(validateRouteOptions({}, WHERE, noLimit), { maxInFlight: false, rateLimit: undefined, cost: 50, ...ROUTE_OUT })
   routeRejected(t, { cost: 1e9 }, '.cost', 1e9, '1000000000 (number)', noLimit)
   // ...but a route with its own policy must be able to pay the plugin's cost.
   const error = thrown(() => validateRouteOptions({ rateLimit: { limit: 10, windowMs: 1000 } }, 'POST /upload', noLimit))

@@ -17,6 +17,7 @@ import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import type { Redis } from 'ioredis'
 import { admission, redisBackend, type GateCounters } from '../../../lib/index.js'
+import { newCounters } from '../../../lib/gate/stats.js'
 import { counting, redisServerMissing, startPrivateServer, testClient, timedGet, until, type Counted, type PrivateServer, type Timed } from './helpers.js'
 
 const skip = await redisServerMissing()
@@ -109,9 +110,9 @@ async function probe (r: Rig, identity: string, faultOver: () => boolean = () =>
   return { ...answer, callPending: calls.length > 0 && calls.every((entry) => !entry.settled), duringFault: !faultOver() }
 }
 
-function delta (after: GateCounters | undefined, before: GateCounters | undefined): Omit<GateCounters, 'inFlight'> {
-  const a = after ?? { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0 }
-  const b = before ?? { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0 }
+function delta (after: GateCounters | undefined, before: GateCounters | undefined): Pick<GateCounters, 'admitted' | 'limited' | 'shed' | 'unavailable'> {
+  const a = after ?? newCounters()
+  const b = before ?? newCounters()
   return { admitted: a.admitted - b.admitted, limited: a.limited - b.limited, shed: a.shed - b.shed, unavailable: a.unavailable - b.unavailable }
 }
 

@@ -1,0 +1,82 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { Policy } from '../core/rates/types.js'
+import { optionalFunction } from '../validation/checks.js'
+import { AdmissionOptionError } from './errors.js'
+import type { RefusalReason } from './problem.js'
+import type { RouteGate } from './route-gate.js'
+
+/** What `errorResponseBuilder` is told about a refusal. */
+export interface AdmissionRefusalContext {
+  /** The status the refusal has unless the value built says otherwise (`statusCode`, as with @fastify/rate-limit). */
+  readonly statusCode: 429 | 503
+  /** `limited`: the client's quota is empty; `shed`: an in-flight gate is full; `unavailable`: the backend could not decide. */
+  readonly reason: RefusalReason
+  /** What `Retry-After` says, whatever the builder returns. */
+  readonly retryAfterSeconds: number
+  /** The route's rate-limit policy (normalized), or undefined when it has none. */
+  readonly policy: Readonly<Policy> | undefined
+  /** The route, as `stats().routes` names it (`404` for requests that matched none). */
+  readonly route: string
+  /** @fastify/rate-limit's `max`: the quota's capacity (`q` of `RateLimit-Policy`), 0 without a policy. */
+  readonly max: number
+  /** @fastify/rate-limit's `ttl`: `retryAfterSeconds` in milliseconds. */
+  readonly ttl: number
+  /** @fastify/rate-limit's `after`: `retryAfterSeconds` in words (`1 second`, `30 seconds`). */
+  readonly after: string
+}
+
+/**
+ * Builds the refusal's body, as @fastify/rate-limit's option of that name: its result is handed
+ * to Fastify as the request's error, so the application's `setErrorHandler`, error serializers and
+ * `onError` hooks see it (Fastify's default handler sends a plain object as its JSON and takes its
+ * `statusCode`). It must return an object (an `Error` or a plain object), synchronously.
+ */
+export type ErrorResponseBuilder = (request: FastifyRequest, context: AdmissionRefusalContext) => object
+
+/** The option, checked once: a synchronous function, or absent. */
+export function builderOption (path: string, value: unknown): ErrorResponseBuilder | undefined {
+  const builder = optionalFunction<ErrorResponseBuilder>(AdmissionOptionError.complain, path, value, 'a function (request, context) => object')
+  if (builder !== undefined && Object.prototype.toString.call(builder) === '[object AsyncFunction]') {
+    throw new AdmissionOptionError(path, 'a synchronous function (request, context) => object (an async function returns a promise, which is not a response)', value)
+  }
+  return builder
+}
+
+/**
+ * Refuses with the builder's value through Fastify's error path; `Retry-After` is set first and set
+ * again on every `send` of this reply (the error handler's included), so neither the value's
+ * `headers` nor a handler can make it earlier than the gate's. Returns why the builder's result
+ * cannot be used (it threw, or returned no object or a promise), for the caller to fall back; then
+ * nothing was sent.
+ */
+export function sendBuilt (builder: ErrorResponseBuilder, request: FastifyRequest, reply: FastifyReply, next: (error: unknown) => void,
+  gate: RouteGate, status: 429 | 503, retrySeconds: number, reason: RefusalReason): unknown {
+  let built: unknown
+  try {
+    built = builder(request, {
+      statusCode: status,
+      reason,
+      retryAfterSeconds: retrySeconds,
+      policy: gate.policy,
+      route: gate.name,
+      max: gate.quota,
+      ttl: retrySeconds * 1000,
+      after: `${retrySeconds} second${retrySeconds === 1 ? '' : 's'}`
+    })
+  } catch (error) {
+    return error
+  }
+  // Fastify takes a falsy error for "go on": the request would pass. A promise is no response.
+  if (built === null || typeof built !== 'object' || typeof (built as { then?: unknown }).then === 'function') {
+    return new TypeError(`errorResponseBuilder returned ${built === null ? 'null' : typeof built === 'object' ? 'a promise' : `a ${typeof built}`}, not an object`)
+  }
+  const retryAfter = String(retrySeconds)
+  const send = reply.send
+  reply.send = function admissionSendRefusal (this: FastifyReply, payload?: unknown) {
+    this.header('retry-after', retryAfter)
+    return send.call(this, payload)
+  }
+  reply.code(status).header('retry-after', retryAfter)
+  next(built)
+  return undefined
+}
