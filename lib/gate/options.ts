@@ -1,162 +1,17 @@
 import type { FastifyRequest } from 'fastify'
-import type { Algorithm, Policy } from '../core/rates/types.js'
+import type { Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { capacityOf, normalizePolicy } from '../rates/policy.js'
-import { pressureSettings, queueDelaySettings, type PressureOptions, type PressureSettings, type QueueDelayOptions, type QueueDelaySettings } from '../pressure/options.js'
-import { metricsOption, type AdmissionMetricsOptions, type MetricsSettings } from '../metrics/options.js'
+import { pressureSettings, queueDelaySettings } from '../pressure/options.js'
+import { metricsOption } from '../metrics/options.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
-import { criticalReserveOption, inFlightOption, priorityOption, type AdaptiveInFlightOptions, type AdaptiveSettings } from './in-flight-options.js'
-import type { PriorityName } from './priority.js'
-import { allowListOption, type AllowListOption, type AllowMatcher } from './allow-list.js'
-import { builderOption, type ErrorResponseBuilder } from './error-response.js'
+import { criticalReserveOption, inFlightOption, priorityOption } from './in-flight-options.js'
+import { allowListOption } from './allow-list.js'
+import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
-
-/**
- * A per-client rate limit in the rates capability's policy language. Default algorithm
- * `token-bucket`: `burst` tokens at most (default `limit`), refilled at `limit` per `windowMs`,
- * continuously to the millisecond.
- */
-export interface RateLimitOptions {
-  algorithm?: Algorithm
-  limit: number
-  windowMs: number
-  /** Capacity of `token-bucket` and `gcra`; defaults to `limit`. */
-  burst?: number
-}
-
-/** Where the rate check runs: `onRequest` (the default) or `preHandler`, after authentication (shedding stays in `onRequest`). */
-export type AdmissionHook = 'onRequest' | 'preHandler'
-
-/** What a route may override in `config.admission`. */
-export interface AdmissionRouteOptions {
-  /** A semaphore of this route's own, in addition to the global one; `false`: none (the default). */
-  maxInFlight?: number | false
-  /** This route's own buckets; `false`: no rate limit here; absent: the global buckets. */
-  rateLimit?: RateLimitOptions | false
-  /** Tokens one request takes; defaults to the plugin's `cost`. */
-  cost?: number
-  /**
-   * This route's priority at the plugin's in-flight gate (default `'normal'`): under pressure
-   * `sheddable` goes first, and `critical` keeps `criticalReserve` of the limit.
-   */
-  priority?: PriorityName
-  /** Routes naming the same group share one quota (the route's `rateLimit`, else the plugin's; the same in every route of the group). */
-  groupId?: string
-  /** Where this route's rate check runs; defaults to the plugin's `hook`. */
-  hook?: AdmissionHook
-  /** `false`: shadow mode on this route; defaults to the plugin's `enforce`. */
-  enforce?: boolean
-  /** This route's refusals; defaults to the plugin's `errorResponseBuilder`. */
-  errorResponseBuilder?: ErrorResponseBuilder
-  /** This route's allow list, instead of the plugin's. */
-  allowList?: AllowListOption
-}
-
-export interface AdmissionOptions {
-  /**
-   * Requests in flight at once before new ones are shed with 503; `false` (the default): no
-   * shedding; `{ adaptive: true }`: a limit that follows the latency of the admitted requests.
-   */
-  maxInFlight?: number | false | AdaptiveInFlightOptions
-  /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
-  criticalReserve?: number
-  /** The per-client rate limit; default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
-  rateLimit?: RateLimitOptions | false
-  /** Tokens one request takes (default 1). */
-  cost?: number
-  /** Status of a rate-limited request: 429 (the default) or 503 (the seed's v1 wire format). */
-  limitStatusCode?: 429 | 503
-  /**
-   * Body of a refusal: `'json'` (the default), `'text'` (`lim rejected`, 12 bytes) or `'problem'`
-   * (RFC 9457 `application/problem+json` with the RateLimit draft's problem types).
-   */
-  responseBody?: 'json' | 'text' | 'problem'
-  /** Builds the refusal (429 or 503) the application wants, sent through Fastify's error handling; `Retry-After` stays the gate's. */
-  errorResponseBuilder?: ErrorResponseBuilder
-  /** Clients that skip the rate limit: keys, IP addresses and CIDR ranges, or a synchronous `(request, key) => boolean`. */
-  allowList?: AllowListOption
-  /** Whether clients on the allow list skip shedding too (default false: a full server sheds everyone). */
-  allowListSkipsShedding?: boolean
-  /** Where the rate check runs: `'onRequest'` (the default) or `'preHandler'` (after authentication: `key(request)` can read `request.user`). */
-  hook?: AdmissionHook
-  /** `false`: shadow mode — decide, count, log and set headers, never refuse (default true). */
-  enforce?: boolean
-  /** Send `RateLimit-Policy` and `RateLimit` on limited routes (default true). */
-  headers?: boolean
-  /** The client's key; default: `request.ip`, IPv6 grouped by `ipv6Subnet`. */
-  key?: (request: FastifyRequest) => string
-  /** Prefix length that groups IPv6 clients (default 56). */
-  ipv6Subnet?: number
-  /**
-   * Clients tracked at once per limiter by the default memory backend (default: the environment
-   * variable `RATES_MAX_IDENTITIES`, else 1 000 000); live state is never evicted.
-   */
-  maxIdentities?: number
-  /** Where quotas live; default `memoryBackend()`. */
-  backend?: RatesBackend
-  /**
-   * When the backend cannot decide (Redis down or slow, memory full of live state): `'deny'`
-   * (the default) answers 503 with `Retry-After`; `'allow'` admits. Both are counted as `unavailable`.
-   */
-  onBackendError?: 'deny' | 'allow'
-  /**
-   * Part of every quota's address: change it together with a policy to move to fresh quotas on a
-   * shared backend (old keys expire by their TTL) instead of meeting the old policy there.
-   * Letters, digits, `.`, `_` and `-`, at most 64.
-   */
-  version?: string
-  onShed?: (request: FastifyRequest) => void
-  onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
-  /** Shed on the process's signals, as @fastify/under-pressure (see the README's "Coming from @fastify/under-pressure"). */
-  pressure?: PressureOptions
-  /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
-  queueDelay?: boolean | QueueDelayOptions
-  /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see the README's "Metrics and events". */
-  metrics?: AdmissionMetricsOptions
-}
-
-export interface RouteSettings {
-  readonly maxInFlight: number | false
-  readonly priority: PriorityName
-  /** `undefined`: the route uses the plugin's limiter (or its group's). */
-  readonly rateLimit: Readonly<Policy> | false | undefined
-  readonly cost: number
-  readonly groupId: string | undefined
-  readonly hook: AdmissionHook
-  readonly enforce: boolean
-  /** The route's builder, or the plugin's. */
-  readonly errorResponseBuilder: ErrorResponseBuilder | undefined
-  /** The route's allow list, or the plugin's. */
-  readonly allowList: AllowMatcher | undefined
-}
-
-export interface Settings {
-  readonly maxInFlight: number | false | AdaptiveSettings
-  readonly criticalReserve: number
-  readonly rateLimit: Readonly<Policy> | false
-  readonly cost: number
-  readonly limitStatusCode: 429 | 503
-  readonly responseBody: 'json' | 'text' | 'problem'
-  readonly errorResponseBuilder: ErrorResponseBuilder | undefined
-  readonly allowList: AllowMatcher | undefined
-  readonly allowListSkipsShedding: boolean
-  readonly hook: AdmissionHook
-  readonly enforce: boolean
-  readonly headers: boolean
-  readonly key: ((request: FastifyRequest) => string) | undefined
-  readonly ipv6Subnet: number
-  /** The backend given, or undefined for the default memory backend. */
-  readonly backend: RatesBackend | undefined
-  readonly maxIdentities: number | undefined
-  readonly onBackendError: 'deny' | 'allow'
-  readonly version: string | undefined
-  readonly onShed: ((request: FastifyRequest) => void) | undefined
-  readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
-  readonly pressure: PressureSettings | undefined
-  readonly queueDelay: QueueDelaySettings | undefined
-  readonly metrics: MetricsSettings | undefined
-}
+export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, RateLimitOptions, RouteSettings, Settings } from './option-types.js'
+import type { RouteSettings, Settings } from './option-types.js'
 
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
