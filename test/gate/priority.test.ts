@@ -110,3 +110,30 @@ t.test('a prioritized route with a quota: shed, then limit, as any route', async
   t.equal((await app.inject('/')).statusCode, 429)
   t.match(app.admission.stats(), { admitted: 1, limited: 1, inFlight: 0 })
 })
+
+t.test('a prioritized route keeps its priority with the rate check in preHandler and in shadow mode', async (t) => {
+  for (const extra of [{ hook: 'preHandler' as const }, { enforce: false }]) {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    await app.register(admission, { maxInFlight: 2, criticalReserve: 0.5, rateLimit: { limit: 100, windowMs: 60_000 } })
+    let hold = deferred()
+    app.get('/normal', async () => { await hold.promise; return 'ok' })
+    app.get('/sheddable', { config: { admission: { priority: 'sheddable', ...extra } } }, async () => 'ok')
+    app.get('/critical', { config: { admission: { priority: 'critical', ...extra } } }, async () => 'ok')
+    t.equal((await app.inject('/sheddable')).statusCode, 200, `${JSON.stringify(extra)}: an idle gate admits sheddable`)
+    const held = app.inject('/normal')
+    await eventually(() => app.admission.stats().inFlight === 1)
+    // L = 2, R = 1: with one request in flight a sheddable one meets its limit (L − R = 1).
+    const sheddable = await app.inject('/sheddable')
+    if (extra.enforce === false) {
+      t.equal(sheddable.statusCode, 200, 'shadow mode: it would have been shed, and goes on')
+      t.equal(app.admission.stats().wouldShed, 1)
+    } else {
+      t.equal(sheddable.statusCode, 503, 'preHandler: shed in onRequest by its priority')
+    }
+    t.equal((await app.inject('/critical')).statusCode, 200, 'critical still has room')
+    hold.resolve()
+    hold = deferred()
+    t.equal((await held).statusCode, 200)
+  }
+})
