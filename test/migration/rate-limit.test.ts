@@ -1,0 +1,283 @@
+import t, { type Test } from 'tap'
+import { readFileSync } from 'node:fs'
+import { subscribe, unsubscribe } from 'node:diagnostics_channel'
+import Fastify, { type FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
+import admission, { AdmissionOptionError, DECISION_CHANNEL, memoryBackend, redisBackend } from '../../lib/index.js'
+import type { AdmissionDecisionEvent, AdmissionOptions } from '../../lib/index.js'
+import { deleteKeys, sharedRedis, uniquePrefix } from '../backends/redis/helpers.js'
+
+// The README's "Coming from @fastify/rate-limit" table, a test per row: every row must have one
+// here, and every test here a row. A row with no equivalent checks that @fastify/rate-limit's
+// option is refused at registration with an AdmissionOptionError naming it — never ignored.
+
+function tableRows (): string[] {
+  const readme = readFileSync('README.md', 'utf8')
+  const section = readme.slice(readme.indexOf('### Coming from @fastify/rate-limit'))
+  const table = section.slice(section.indexOf('| @fastify/rate-limit |'))
+  const lines = table.split('\n')
+  const end = lines.findIndex((line) => !line.startsWith('|'))
+  return lines.slice(2, end).map((line) => line.split('|')[1]!.trim())
+}
+
+declare module 'fastify' {
+  interface FastifyRequest { migrationUser?: string }
+}
+
+/** A settable clock for the memory backend. */
+function clockAt (start: number): { now: () => number, set: (ms: number) => void, advance: (ms: number) => void } {
+  let now = start
+  return { now: () => now, set: (ms) => { now = ms }, advance: (ms) => { now += ms } }
+}
+
+async function appWith (options: AdmissionOptions, routes: (app: FastifyInstance) => void = (app) => { app.get('/', async () => 'ok') }): Promise<FastifyInstance> {
+  const app = Fastify()
+  await app.register(admission, options)
+  routes(app)
+  await app.ready()
+  return app
+}
+
+/** @fastify/rate-limit's option `name`, given to this plugin, is refused naming it. */
+async function refuses (t: Test, options: Record<string, unknown>, name: string): Promise<void> {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  const error = await app.register(admission, options as AdmissionOptions).ready().then(() => undefined, (e: unknown) => e)
+  t.type(error, AdmissionOptionError, `${name} is refused`)
+  t.equal((error as AdmissionOptionError).code, 'ADMISSION_INVALID_OPTION')
+  t.match((error as Error).message, `\`options.${name}\``, `the error names ${name}`)
+  t.match((error as Error).message, 'unknown option')
+}
+
+async function statuses (app: FastifyInstance, n: number, url = '/', headers: Record<string, string> = {}): Promise<number[]> {
+  const out: number[] = []
+  for (let i = 0; i < n; i++) out.push((await app.inject({ url, headers })).statusCode)
+  return out
+}
+
+const ROWS: Record<string, (t: Test) => Promise<void>> = {
+  '`max`, `timeWindow`': async (t) => {
+    await refuses(t, { max: 3 }, 'max')
+    await refuses(t, { timeWindow: '1 minute' }, 'timeWindow')
+
+    // The default, a token bucket: 3 at once, then one back every 1000 / 3 ms — not a whole window.
+    const bucketClock = clockAt(10_000)
+    const bucket = await appWith({ rateLimit: { limit: 3, windowMs: 1_000 }, backend: memoryBackend({ clock: bucketClock.now }) })
+    t.teardown(() => bucket.close())
+    t.same(await statuses(bucket, 4), [200, 200, 200, 429])
+    bucketClock.advance(334)
+    t.same(await statuses(bucket, 2), [200, 429], 'a token back after windowMs / limit')
+
+    // fixed-window: @fastify/rate-limit's contract — `limit` per window, nothing until the next one.
+    const windowClock = clockAt(20_000)
+    const fixed = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 3, windowMs: 1_000 }, backend: memoryBackend({ clock: windowClock.now }) })
+    t.teardown(() => fixed.close())
+    t.same(await statuses(fixed, 4), [200, 200, 200, 429])
+    windowClock.advance(334)
+    t.same(await statuses(fixed, 1), [429], 'still refused in the same window')
+    windowClock.set(20_999)
+    const last = await fixed.inject('/')
+    t.equal(last.statusCode, 429)
+    t.equal(last.headers['retry-after'], '1')
+    windowClock.set(21_000)
+    t.same(await statuses(fixed, 4), [200, 200, 200, 429], 'the next window: limit again')
+    // The window is aligned on the clock, not started at the client's first request: a client
+    // first seen at 22 900 has a fresh window at 23 000 (@fastify/rate-limit: at 23 900).
+    windowClock.set(22_900)
+    t.same(await statuses(fixed, 4), [200, 200, 200, 429])
+    windowClock.set(23_000)
+    t.same(await statuses(fixed, 1), [200], 'aligned: a fresh window 100 ms later')
+
+    // Same defaults: 1000 per 60 s.
+    const defaults = await appWith({})
+    t.teardown(() => defaults.close())
+    t.equal((await defaults.inject('/')).headers['ratelimit-policy'], '"default";q=1000;w=60')
+  },
+
+  '`keyGenerator`': async (t) => {
+    await refuses(t, { keyGenerator: () => 'k' }, 'keyGenerator')
+    const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => String(request.headers['x-api-key']) })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 2, '/', { 'x-api-key': 'a' }), [200, 429])
+    t.same(await statuses(app, 1, '/', { 'x-api-key': 'b' }), [200], 'another key, another quota')
+    // Synchronous only.
+    const async = Fastify()
+    t.teardown(() => async.close())
+    await t.rejects(async () => { await async.register(admission, { key: (async () => 'k') as unknown as () => string }).ready() }, AdmissionOptionError)
+  },
+
+  '`allowList`': async (t) => {
+    const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, allowList: ['127.0.0.1'] })
+    t.teardown(() => app.close())
+    const responses = await Promise.all([app.inject('/'), app.inject('/'), app.inject('/')])
+    t.same(responses.map((r) => r.statusCode), [200, 200, 200], 'inject comes from 127.0.0.1: on the list')
+    t.equal(responses[0]!.headers.ratelimit, undefined, 'no headers for an allowed client')
+    t.equal(app.admission.stats().allowed, 3)
+    const other = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, allowList: (_request, key) => key === '10.0.0.1' })
+    t.teardown(() => other.close())
+    t.same(await statuses(other, 2), [200, 429], 'a function, with the key')
+  },
+
+  '`groupId`': async (t) => {
+    const app = await appWith({ rateLimit: false }, (app) => {
+      const group = { groupId: 'search', rateLimit: { limit: 2, windowMs: 60_000 } }
+      app.get('/search', { config: { admission: group } }, async () => 'ok')
+      app.get('/suggest', { config: { admission: group } }, async () => 'ok')
+      app.get('/other', { config: { admission: { rateLimit: { limit: 2, windowMs: 60_000 } } } }, async () => 'ok')
+    })
+    t.teardown(() => app.close())
+    t.same([...await statuses(app, 1, '/search'), ...await statuses(app, 2, '/suggest')], [200, 200, 429], 'one quota for the group')
+    t.same(await statuses(app, 1, '/other'), [200], 'a route outside the group keeps its own')
+  },
+
+  '`errorResponseBuilder`': async (t) => {
+    const app = await appWith({
+      rateLimit: { limit: 1, windowMs: 60_000 },
+      errorResponseBuilder: (_request, context) => ({ statusCode: context.statusCode, error: 'Too Many Requests', message: `Retry in ${context.after}`, max: context.max, ttl: context.ttl })
+    })
+    t.teardown(() => app.close())
+    await app.inject('/')
+    const refused = await app.inject('/')
+    t.equal(refused.statusCode, 429)
+    t.equal(refused.headers['retry-after'], '60')
+    // `after` counts seconds; @fastify/rate-limit's rounds to its largest unit ('1 minute').
+    t.same(refused.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Retry in 60 seconds', max: 1, ttl: 60_000 })
+  },
+
+  '`hook`': async (t) => {
+    const other = Fastify()
+    t.teardown(() => other.close())
+    await t.rejects(async () => { await other.register(admission, { hook: 'preValidation' as 'preHandler' }).ready() }, { name: 'AdmissionOptionError', message: /`hook`/ }, 'other hooks are refused')
+    const app = Fastify()
+    t.teardown(() => app.close())
+    app.addHook('preHandler', async (request) => { request.migrationUser = String(request.headers['x-user']) })
+    await app.register(admission, { hook: 'preHandler', rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => request.migrationUser! })
+    app.get('/', async () => 'ok')
+    await app.ready()
+    t.same(await statuses(app, 2, '/', { 'x-user': 'ann' }), [200, 429])
+    t.same(await statuses(app, 1, '/', { 'x-user': 'bob' }), [200], 'the key is read after authentication')
+  },
+
+  '`skipOnError`': async (t) => {
+    await refuses(t, { skipOnError: true }, 'skipOnError')
+    // A memory backend full of live state cannot decide for a new client: the backend failing.
+    for (const [onBackendError, status] of [['allow', 200], ['deny', 503]] as const) {
+      const app = await appWith({ rateLimit: { limit: 5, windowMs: 60_000 }, backend: memoryBackend({ maxIdentities: 1 }), key: (request) => String(request.headers['x-api-key']), onBackendError })
+      t.teardown(() => app.close())
+      t.equal((await app.inject({ url: '/', headers: { 'x-api-key': 'a' } })).statusCode, 200)
+      const failed = await app.inject({ url: '/', headers: { 'x-api-key': 'b' } })
+      t.equal(failed.statusCode, status, `onBackendError: '${onBackendError}'`)
+      if (status === 503) t.ok(failed.headers['retry-after'], 'the refusal says when')
+      t.equal(app.admission.stats().unavailable, 1)
+    }
+  },
+
+  '`redis`, `nameSpace`': async (t) => {
+    await refuses(t, { redis: {} }, 'redis')
+    await refuses(t, { nameSpace: 'rl:' }, 'nameSpace')
+    const shared = await sharedRedis()
+    await t.test('two apps on one Redis and prefix share the quota', { skip: 'skip' in shared ? shared.skip : false }, async (t) => {
+      const { redis } = shared as { redis: Redis }
+      const prefix = uniquePrefix('migration')
+      t.teardown(async () => { await deleteKeys(redis, prefix); redis.disconnect() })
+      // As two processes would: each app its own registration, one server and prefix.
+      const apps = await Promise.all([0, 1].map(async () => await appWith({ rateLimit: { limit: 2, windowMs: 60_000 }, backend: redisBackend({ client: redis, prefix }) })))
+      for (const app of apps) t.teardown(() => app.close())
+      t.same([...await statuses(apps[0]!, 1), ...await statuses(apps[1]!, 1), ...await statuses(apps[0]!, 1)], [200, 200, 429])
+    })
+  },
+
+  '`onExceeding`, `onExceeded`': async (t) => {
+    await refuses(t, { onExceeding: () => {} }, 'onExceeding')
+    await refuses(t, { onExceeded: () => {} }, 'onExceeded')
+    const limited: number[] = []
+    const events: AdmissionDecisionEvent[] = []
+    const listener = (message: unknown): void => { events.push(message as AdmissionDecisionEvent) }
+    subscribe(DECISION_CHANNEL, listener)
+    t.teardown(() => unsubscribe(DECISION_CHANNEL, listener))
+    const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, backend: memoryBackend({ clock: clockAt(1_000).now }), onLimit: (_request, retryAfterMs) => { limited.push(retryAfterMs) } })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 2), [200, 429])
+    t.same(limited, [60_000], 'onLimit: each refused request, with the wait')
+    t.match(events.map((e) => [e.outcome, e.key]), [['admitted', '127.0.0.1'], ['limited', '127.0.0.1']], 'onExceeding: the decision channel')
+  },
+
+  '`ban`': async (t) => {
+    await refuses(t, { ban: 2 }, 'ban')
+    await refuses(t, { onBanReach: () => {} }, 'onBanReach')
+    // What to do instead: count refusals in onLimit, answer 403 from the builder.
+    const refusals = new Map<string, number>()
+    const app = await appWith({
+      rateLimit: { limit: 1, windowMs: 60_000 },
+      onLimit: (request) => { refusals.set(request.ip, (refusals.get(request.ip) ?? 0) + 1) },
+      errorResponseBuilder: (request, context) => (refusals.get(request.ip) ?? 0) > 2
+        ? { statusCode: 403, error: 'Forbidden', message: 'banned' }
+        : { statusCode: context.statusCode, error: 'Too Many Requests', message: `Retry in ${context.after}` }
+    })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 5), [200, 429, 429, 403, 403])
+  },
+
+  '`cache`': async (t) => {
+    await refuses(t, { cache: 5000 }, 'cache')
+    const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 }, maxIdentities: 1, key: (request) => String(request.headers['x-api-key']), onBackendError: 'deny' })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 1, '/', { 'x-api-key': 'a' }), [200])
+    t.same(await statuses(app, 1, '/', { 'x-api-key': 'b' }), [503], 'at the bound a new client is refused, nobody evicted')
+    t.same(await statuses(app, 2, '/', { 'x-api-key': 'a' }), [200, 429], 'the first client\'s count was kept')
+  },
+
+  '`global`, route `config.rateLimit`': async (t) => {
+    await refuses(t, { global: false }, 'global')
+    const app = await appWith({ rateLimit: false }, (app) => {
+      app.get('/limited', { config: { admission: { rateLimit: { limit: 1, windowMs: 60_000 } } } }, async () => 'ok')
+      app.get('/free', async () => 'ok')
+      app.get('/health', { config: { admission: false } }, async () => 'ok')
+      // @fastify/rate-limit's route config is another plugin's key: not read here.
+      app.get('/theirs', { config: { rateLimit: { max: 1 } } } as object, async () => 'ok')
+    })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 2, '/limited'), [200, 429])
+    t.same(await statuses(app, 3, '/free'), [200, 200, 200])
+    t.equal((await app.inject('/free')).headers.ratelimit, undefined, 'no plugin-wide limit')
+    t.same(await statuses(app, 3, '/health'), [200, 200, 200])
+    t.same(await statuses(app, 3, '/theirs'), [200, 200, 200], 'config.rateLimit is silently not read')
+  },
+
+  '`addHeaders`, `addHeadersOnExceeding`': async (t) => {
+    await refuses(t, { addHeaders: { 'x-ratelimit-limit': false } }, 'addHeaders')
+    await refuses(t, { addHeadersOnExceeding: { 'x-ratelimit-limit': false } }, 'addHeadersOnExceeding')
+    const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 } })
+    t.teardown(() => app.close())
+    const ok = await app.inject('/')
+    t.equal(ok.headers['ratelimit-policy'], '"default";q=2;w=60')
+    t.equal(ok.headers.ratelimit, '"default";r=1;t=30')
+    for (const name of ['x-ratelimit-limit', 'x-ratelimit-remaining', 'x-ratelimit-reset']) t.equal(ok.headers[name], undefined, `no ${name}`)
+    await app.inject('/')
+    const refused = await app.inject('/')
+    t.equal(refused.headers.ratelimit, '"default";r=0;t=60')
+    t.equal(refused.headers['retry-after'], '30')
+
+    const off = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, headers: false })
+    t.teardown(() => off.close())
+    t.equal((await off.inject('/')).headers.ratelimit, undefined)
+    const offRefused = await off.inject('/')
+    t.equal(offRefused.headers['ratelimit-policy'], undefined, 'both or neither')
+    t.equal(offRefused.headers['retry-after'], '60', 'Retry-After on every refusal')
+  },
+
+  '`enableDraftSpec`': async (t) => {
+    await refuses(t, { enableDraftSpec: true }, 'enableDraftSpec')
+    const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 } })
+    t.teardown(() => app.close())
+    const res = await app.inject('/')
+    for (const name of ['ratelimit-limit', 'ratelimit-remaining', 'ratelimit-reset']) t.equal(res.headers[name], undefined, `no older-draft ${name}`)
+    t.match(res.headers.ratelimit, /^"default";r=\d+;t=\d+$/, 'draft 10 structured field')
+  }
+}
+
+t.test('every row of the README table has its test, and every test its row', async (t) => {
+  t.same(tableRows().sort(), Object.keys(ROWS).sort())
+})
+
+for (const [row, test] of Object.entries(ROWS)) t.test(`row ${row}`, test)
