@@ -17,6 +17,7 @@ import { Checks } from './check-kinds.js'
 import { registrationAddress } from './registration-address.js'
 import { routeGate } from './route-gate.js'
 import { notFoundHook } from './route-hooks.js'
+import { warnForeignRateLimit } from './foreign-config.js'
 import { RouteWiring } from './route-wiring.js'
 import { newCounters } from './stats.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
@@ -77,7 +78,10 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay, check)
   const wiring = new RouteWiring(settings, quotas, shared, permits, checks, serverTimeout, pressure)
   wiring.gates.set(notFound.name, notFound)
-  fastify.addHook('onRoute', (route) => { wiring.wire(route) })
+  fastify.addHook('onRoute', (route) => {
+    warnForeignRateLimit(route, fastify.log)
+    wiring.wire(route)
+  })
   fastify.addHook('onReady', (ready) => { ready(wiring.errors[0]) })
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
   const notFoundGate = notFoundHook(notFound, permits, check, settings.allowList, !settings.enforce)
