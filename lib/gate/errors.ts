@@ -7,7 +7,7 @@ export { show }
 export class AdmissionError extends Error {
   // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
   static { Object.defineProperty(this, 'name', { value: 'AdmissionError' }) }
-  readonly code: string
+  declare readonly code: string
   constructor (code: string, message: string) {
     super(message)
     this.name = new.target.name
@@ -18,8 +18,8 @@ export class AdmissionError extends Error {
 /** An option or a route's `config.admission` that is not valid; `path` names it, `value` is what was given. */
 export class AdmissionOptionError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
-  readonly path: string
-  readonly value: unknown
+  declare readonly path: string
+  declare readonly value: unknown
   constructor (path: string, expected: string, value: unknown, details: { subject?: string, got?: string } = {}) {
     super('ADMISSION_INVALID_OPTION', complaintMessage({ path, expected, value, ...details }))
     this.path = path
@@ -38,7 +38,7 @@ export class AdmissionOptionError extends AdmissionError {
  */
 export class AdmissionKeyError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionKeyError' }) }
-  readonly value: unknown
+  declare readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown, got: string) {
     super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string of at most 1024 UTF-8 bytes, got ${got}`)
@@ -53,7 +53,7 @@ export class AdmissionKeyError extends AdmissionError {
  */
 export class AdmissionAllowListError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionAllowListError' }) }
-  readonly value: unknown
+  declare readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown) {
     super('ADMISSION_INVALID_ALLOW_LIST_RESULT', 'Expected the `allowList` function to return a boolean synchronously, got a promise (or another thenable)')

@@ -17,7 +17,7 @@ export type RatesErrorCode =
 export abstract class RatesError extends Error {
   // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
   static { Object.defineProperty(this, 'name', { value: 'RatesError' }) }
-  readonly code: RatesErrorCode
+  declare readonly code: RatesErrorCode
   protected constructor (code: RatesErrorCode, message: string, options?: ErrorOptions) {
     super(message, options)
     this.name = new.target.name
@@ -34,8 +34,8 @@ export abstract class RatesError extends Error {
  */
 export class RatesInvalidArgumentError extends RatesError {
   static { Object.defineProperty(this, 'name', { value: 'RatesInvalidArgumentError' }) }
-  readonly path: string
-  readonly value: unknown
+  declare readonly path: string
+  declare readonly value: unknown
   constructor (path: string, expected: string, value: unknown, options: { subject?: string, got?: string } = {}) {
     super('RATES_INVALID_ARGUMENT', complaintMessage({ path, expected, value, ...options }))
     this.path = path
@@ -53,9 +53,9 @@ export class RatesInvalidArgumentError extends RatesError {
  */
 export class RatesPolicyConflictError extends RatesError {
   static { Object.defineProperty(this, 'name', { value: 'RatesPolicyConflictError' }) }
-  readonly limiterName: string
-  readonly existing: Readonly<Policy>
-  readonly requested: Readonly<Policy>
+  declare readonly limiterName: string
+  declare readonly existing: Readonly<Policy>
+  declare readonly requested: Readonly<Policy>
   constructor (limiterName: string, existing: Readonly<Policy>, requested: Readonly<Policy>) {
     super(
       'RATES_POLICY_CONFLICT',
