@@ -11,6 +11,7 @@ import { describePolicy } from './policy-text.js'
 import type { AllowMatcher } from './allow-list.js'
 import { MESSAGES, type RefusalReason } from './problem.js'
 import { refuse } from './refusal.js'
+import { takeByPriority } from './priority.js'
 import type { RouteGate } from './route-gate.js'
 import type { GateCounters } from './stats.js'
 
@@ -81,7 +82,7 @@ export class RateCheck {
   runAllowingFirst (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, allows: AllowMatcher, next: Next): void {
     const key = this.screen(request, allows, next)
     if (key === undefined) return
-    const held = this.permits.take(request, reply, gate)
+    const held = takeByPriority(this.permits, request, reply, gate)
     if (key === ALLOWED) {
       this.allowed(request, gate, next)
       return

@@ -1,7 +1,7 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { AllowMatcher } from './allow-list.js'
 import type { Permits } from './permits.js'
-import { NORMAL } from './priority.js'
+import { NORMAL, takeByPriority } from './priority.js'
 import type { RateCheck } from './rate-check.js'
 import type { RouteGate } from './route-gate.js'
 
@@ -26,10 +26,6 @@ export interface HookChoice {
 export function gateHooks (gate: RouteGate, permits: Permits, check: RateCheck, choice: HookChoice): { onRequest: GateHook, preHandler?: GateHook } {
   const limited = gate.limiter !== undefined
   const allows = choice.allowList
-  // A route of another priority than `normal` takes its permit by its priority's rule.
-  const take = gate.priority === NORMAL
-    ? (request: FastifyRequest, reply: FastifyReply): boolean => permits.take(request, reply, gate)
-    : (request: FastifyRequest, reply: FastifyReply): boolean => permits.takePrioritized(request, reply, gate)
   if (allows !== undefined && choice.allowListSkipsShedding) {
     return {
       onRequest: function admissionOnRequest (request, reply, done) { check.runAllowingFirst(request, reply, gate, allows, done) }
@@ -43,7 +39,7 @@ export function gateHooks (gate: RouteGate, permits: Permits, check: RateCheck, 
   if (rateStep !== undefined && choice.preHandler) {
     return {
       onRequest: function admissionOnRequest (request, reply, done) {
-        if (take(request, reply) || check.whenFull(request, reply, gate, done)) done()
+        if (takeByPriority(permits, request, reply, gate) || check.whenFull(request, reply, gate, done)) done()
       },
       preHandler: rateStep
     }
@@ -51,7 +47,7 @@ export function gateHooks (gate: RouteGate, permits: Permits, check: RateCheck, 
   if (choice.shadow || (rateStep !== undefined && allows !== undefined)) {
     return {
       onRequest: function admissionOnRequest (request, reply, done) {
-        if (!take(request, reply) && !check.whenFull(request, reply, gate, done)) return
+        if (!takeByPriority(permits, request, reply, gate) && !check.whenFull(request, reply, gate, done)) return
         if (rateStep === undefined) check.admit(request, gate, done)
         else rateStep(request, reply, done)
       }

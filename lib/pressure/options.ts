@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteShorthandOptions } from 'fastify'
 import { codelOptions, type CodelOptions } from '../core/index.js'
 import { AdmissionOptionError } from '../gate/errors.js'
-import { exactObject, fractionBelow, optionalFunction, positiveInteger } from '../validation/checks.js'
+import { exactObject, numberInRange, optionalFunction, positiveInteger } from '../validation/checks.js'
 import type { PressureReadings, Signal } from './signals.js'
 
 /**
@@ -116,7 +116,7 @@ export function pressureSettings (value: unknown): PressureSettings | undefined 
   const limits: Partial<Record<Signal, number>> = {}
   const delay = optionalInteger('pressure.maxEventLoopDelay', input.maxEventLoopDelay)
   if (delay !== undefined) limits.eventLoopDelay = delay
-  if (input.maxEventLoopUtilization !== undefined) limits.eventLoopUtilization = fractionBelow(complain, 'pressure.maxEventLoopUtilization', input.maxEventLoopUtilization, 1)
+  if (input.maxEventLoopUtilization !== undefined) limits.eventLoopUtilization = numberInRange(complain, 'pressure.maxEventLoopUtilization', input.maxEventLoopUtilization, 0, 1, 'a number above 0 and below 1', true, true)
   const heap = optionalInteger('pressure.maxHeapUsedBytes', input.maxHeapUsedBytes)
   if (heap !== undefined) limits.heapUsedBytes = heap
   const rss = optionalInteger('pressure.maxRssBytes', input.maxRssBytes)

@@ -129,16 +129,12 @@ export function exactObject (complain: Complain, path: string, value: unknown, s
 }
 
 /**
- * A finite number in [min, max], or in [min, max) when `maxExclusive` (a share such as 0.1 of
- * a limit, a tolerance such as 1.5): not an integer check, so NaN and the infinities are refused here.
+ * A finite number in [min, max], either end excluded on request (a share such as 0.1 of a limit,
+ * a tolerance such as 1.5, a utilization in (0, 1)): not an integer check, so NaN and the
+ * infinities are refused here.
  */
-export function numberInRange (complain: Complain, path: string, value: unknown, min: number, max: number, expected: string, maxExclusive = false): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max || (maxExclusive && value === max)) throw complain({ path, expected, value })
-  return value
-}
-
-/** A finite number in the open interval (0, `below`): a share or utilization limit. */
-export function fractionBelow (complain: Complain, path: string, value: unknown, below: number, expected = `a number above 0 and below ${below}`): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value >= below) throw complain({ path, expected, value })
+export function numberInRange (complain: Complain, path: string, value: unknown, min: number, max: number, expected: string, maxExclusive = false, minExclusive = false): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max ||
+    (maxExclusive && value === max) || (minExclusive && value === min)) throw complain({ path, expected, value })
   return value
 }

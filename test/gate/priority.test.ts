@@ -137,3 +137,27 @@ t.test('a prioritized route keeps its priority with the rate check in preHandler
     t.equal((await held).statusCode, 200)
   }
 })
+
+t.test('with allowListSkipsShedding, a client not on the list still meets its route\'s priority', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, {
+    maxInFlight: 2,
+    criticalReserve: 0.5,
+    rateLimit: { limit: 100, windowMs: 60_000 },
+    key: (request) => String(request.headers['x-client']),
+    allowList: ['vip'],
+    allowListSkipsShedding: true
+  })
+  let hold = deferred()
+  app.get('/normal', async () => { await hold.promise; return 'ok' })
+  app.get('/sheddable', { config: { admission: { priority: 'sheddable' } } }, async () => 'ok')
+  const held = app.inject({ url: '/normal', headers: { 'x-client': 'c0' } })
+  await eventually(() => app.admission.stats().inFlight === 1)
+  // L = 2, R = 1: one in flight is the sheddable limit (L − R), though a normal route has room.
+  t.equal((await app.inject({ url: '/sheddable', headers: { 'x-client': 'c1' } })).statusCode, 503, 'shed by its priority')
+  t.equal((await app.inject({ url: '/sheddable', headers: { 'x-client': 'vip' } })).statusCode, 200, 'the allowed client goes through')
+  hold.resolve()
+  hold = deferred()
+  t.equal((await held).statusCode, 200)
+})
