@@ -1,5 +1,5 @@
 import type { Policy } from '../core/rates/types.js'
-import type { RateDecision } from './decision.js'
+import type { RateDecision, StackDecision } from './decision.js'
 
 /** Verdicts of a synchronous decision. */
 export const ADMITTED = 0
@@ -44,6 +44,38 @@ export interface BackendLimiter {
   readonly synchronous?: SynchronousDecisions
 }
 
+/**
+ * Synchronous decisions over a stack (the memory backend's): `decide` consumes from every policy
+ * or from none; `checkNow` says whether the cost would pass and stores nothing. After either, the
+ * fields describe it: `retryAfterMs` the largest wait among the policies that refused, and per
+ * policy (in the stack's order) `remaining[i]` and `resetAt[i]`, as `PolicyOutcome` defines them.
+ */
+export interface SynchronousStack {
+  decide (identity: string, cost: number): Verdict
+  checkNow (identity: string, cost: number): Verdict
+  readonly retryAfterMs: number
+  readonly remaining: Float64Array
+  readonly resetAt: Float64Array
+  readonly decidedAt: number
+}
+
+/**
+ * Several policies on one quota, decided as one (e.g. 10 a second and 10,000 a day): a request
+ * passes only when every policy has room, and when one refuses none consumes — no unit is wasted.
+ */
+export interface StackLimiter {
+  readonly policies: readonly Readonly<Policy>[]
+  /** Consumes `cost` from every policy, or from none; rejects with `RatesUnavailableError` as `BackendLimiter.consume` does. */
+  consume (identity: string, cost: number): Promise<StackDecision>
+  /** Whether `cost` would pass every policy now; stores nothing. */
+  check (identity: string, cost: number): Promise<StackDecision>
+  /** Each policy's stored state (as `BackendLimiter.state`), in the stack's order. */
+  state (identity: string): Promise<unknown[]>
+  /** Forgets the identity's state under every policy; true when there was one. */
+  delete (identity: string): Promise<boolean>
+  readonly synchronous?: SynchronousStack
+}
+
 /** Where quotas live: memory (one process) or Redis (many). */
 export interface RatesBackend {
   readonly kind: string
@@ -52,6 +84,13 @@ export interface RatesBackend {
    * another policy throws `RatesPolicyConflictError`: a quota never silently changes policy.
    */
   limiter (address: string, policy: Readonly<Policy>): BackendLimiter
+  /**
+   * A stack of one or more policies at `address` (all or nothing; on Redis one script call on keys
+   * in one hash slot). The same address with another list of policies throws
+   * `RatesPolicyConflictError`. Optional: a custom backend without it cannot serve stacked policies,
+   * tiers with stacks or login throttling, which say so at registration.
+   */
+  stack? (address: string, policies: readonly Readonly<Policy>[]): StackLimiter
   /** Identities with live state over all its limiters, when the backend keeps them in this process (memory). */
   readonly identities?: number
   /** Ends the backend's part; afterwards its limiters reject with `RatesStoppedError`. */

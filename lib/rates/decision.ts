@@ -26,3 +26,26 @@ export function allowedDecision (remaining: number, resetAt: number): RateAllowe
 export function deniedDecision (remaining: number, retryAfterMs: number, resetAt: number): RateDenied {
   return { allowed: false, denied: true, remaining, retryAfterMs, resetAt }
 }
+
+/**
+ * One policy's part of a stacked decision. When the stack consumed (it admitted), `remaining`
+ * and `resetAt` describe the state after it; when nothing was stored (the stack refused, or it
+ * was a `check`), the state as it stands, unconsumed.
+ */
+export interface PolicyOutcome {
+  /** Whether this policy had room for the cost. */
+  readonly allowed: boolean
+  readonly remaining: number
+  /** 0 when this policy had room; else the least wait after which the same cost passes it. */
+  readonly retryAfterMs: number
+  readonly resetAt: number
+}
+
+/**
+ * A decision over several policies at once, all or nothing: `allowed` when every policy had room
+ * (then each consumed), else none consumed and `retryAfterMs` is the largest wait among the
+ * policies that refused (after it every one of them has room: nothing was taken from the others).
+ * `remaining` is the least of the policies', `resetAt` the latest; `policies` lists each, in the
+ * stack's order.
+ */
+export type StackDecision = RateDecision & { readonly policies: readonly PolicyOutcome[] }

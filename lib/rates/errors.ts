@@ -54,9 +54,10 @@ export class RatesInvalidArgumentError extends RatesError {
 export class RatesPolicyConflictError extends RatesError {
   static { Object.defineProperty(this, 'name', { value: 'RatesPolicyConflictError' }) }
   declare readonly limiterName: string
-  declare readonly existing: Readonly<Policy>
-  declare readonly requested: Readonly<Policy>
-  constructor (limiterName: string, existing: Readonly<Policy>, requested: Readonly<Policy>) {
+  /** The policy (or, for a stack, the policies) the quota has and the one asked for. */
+  declare readonly existing: Readonly<Policy> | readonly Readonly<Policy>[]
+  declare readonly requested: Readonly<Policy> | readonly Readonly<Policy>[]
+  constructor (limiterName: string, existing: Readonly<Policy> | readonly Readonly<Policy>[], requested: Readonly<Policy> | readonly Readonly<Policy>[]) {
     super(
       'RATES_POLICY_CONFLICT',
       `Rate limiter ${JSON.stringify(limiterName)} already has the policy ${show(existing)}, got ${show(requested)}`

@@ -18,3 +18,22 @@ export class LimiterMap<L extends { readonly policy: Readonly<Policy> }> extends
     return limiter
   }
 }
+
+/** Whether two stacks hold the same policies in the same order. */
+export function sameStack (a: readonly Policy[], b: readonly Policy[]): boolean {
+  return a.length === b.length && a.every((policy, i) => samePolicy(policy, b[i]!))
+}
+
+/** A backend's stacks by address: as `LimiterMap`, for lists of policies. */
+export class StackMap<S extends { readonly policies: readonly Readonly<Policy>[] }> extends Map<string, S> {
+  open (address: string, policies: readonly Readonly<Policy>[], create: () => S): S {
+    const existing = this.get(address)
+    if (existing !== undefined) {
+      if (!sameStack(existing.policies, policies)) throw new RatesPolicyConflictError(address, existing.policies, policies)
+      return existing
+    }
+    const stack = create()
+    this.set(address, stack)
+    return stack
+  }
+}

@@ -4,7 +4,8 @@ import { ADMITTED, UNDECIDABLE, type BackendLimiter, type RatesBackend, type Syn
 import { epochMs } from '../../rates/clock.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
 import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
-import { LimiterMap } from '../../rates/limiter-map.js'
+import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
+import { MemoryBackendStack } from './memory-stack.js'
 import { exactObject, optionalFunction, positiveInteger } from '../../validation/checks.js'
 
 export interface MemoryBackendOptions {
@@ -31,6 +32,7 @@ export class MemoryBackend implements RatesBackend {
   readonly maxIdentities: number
   readonly clock: () => number
   private readonly limiters = new LimiterMap<MemoryBackendLimiter>()
+  private readonly stacks = new StackMap<MemoryBackendStack>()
   private stopped = false
 
   constructor (options: MemoryBackendOptions = {}) {
@@ -48,16 +50,23 @@ export class MemoryBackend implements RatesBackend {
     return this.limiters.open(address, policy, () => new MemoryBackendLimiter(this, address, policy))
   }
 
-  /** Identities with live state, over all limiters. */
+  stack (address: string, policies: readonly Readonly<Policy>[]): MemoryBackendStack {
+    if (this.stopped) throw new RatesStoppedError(address)
+    return this.stacks.open(address, policies, () => new MemoryBackendStack(this, address, policies))
+  }
+
+  /** Identities with live state, over all limiters (a stack counts each of its policies'). */
   get identities (): number {
     let total = 0
     for (const limiter of this.limiters.values()) total += limiter.store.table.size
+    for (const stack of this.stacks.values()) total += stack.identities
     return total
   }
 
   async stop (): Promise<void> {
     this.stopped = true
     this.limiters.clear()
+    this.stacks.clear()
   }
 }
 

@@ -22,6 +22,17 @@ export class MemoryLimiter {
   /** Tick of full capacity if nothing else is consumed. */
   resetAt = 0
 
+  // A trial's outcome, until `commit()` stores it or `drop()` forgets it.
+  private pendingState: unknown = undefined
+  private pendingSlot = -1
+  private pendingFresh = false
+  private pendingKey = ''
+  /** The last trial's verdict for this policy. */
+  trialVerdict: Verdict = ADMITTED
+  /** After a trial that had room: the remaining units and full-capacity tick of the state as it stands, unconsumed. */
+  standingRemaining = 0
+  standingResetAt = 0
+
   constructor (kernel: Kernel<unknown>, policy: Policy, maxIdentities: number) {
     this.kernel = kernel
     this.policy = policy
@@ -65,6 +76,65 @@ export class MemoryLimiter {
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt
     return outcome.allowed ? ADMITTED : LIMITED
+  }
+
+  /**
+   * Decides as `consume` does and stores nothing yet: a stack of policies tries every one first,
+   * then stores all (`commit()`) or none (`drop()`). A new identity gets its slot now (or the
+   * verdict is SATURATED), so that a commit cannot fail; `drop()` gives the slot back. Between a
+   * trial and its commit or drop nothing else may use this limiter (the stack is synchronous).
+   */
+  trial (key: string, now: number, cost: number): Verdict {
+    const table = this.table
+    const kernel = this.kernel
+    let slot = table.find(key)
+    const fresh = slot === -1
+    if (fresh) {
+      slot = table.insert(key, now)
+      if (slot === -1) {
+        this.retryAfterMs = table.waitMs
+        this.remaining = this.standingRemaining = 0
+        this.resetAt = this.standingResetAt = now + table.waitMs
+        this.pendingSlot = -1
+        return (this.trialVerdict = SATURATED)
+      }
+    }
+    const state = fresh ? kernel.fresh(this.policy, now) : kernel.read(table.data, slot * kernel.fields)
+    const outcome = kernel.consume(state, this.policy, now, cost)
+    this.pendingState = outcome.state
+    this.pendingSlot = slot
+    this.pendingFresh = fresh
+    this.pendingKey = key
+    this.retryAfterMs = outcome.retryAfterMs
+    this.remaining = outcome.remaining
+    this.resetAt = outcome.resetAt
+    if (!outcome.allowed) {
+      // A refusal takes nothing: its outcome is the state as it stands.
+      this.standingRemaining = outcome.remaining
+      this.standingResetAt = outcome.resetAt
+      return (this.trialVerdict = LIMITED)
+    }
+    // Every kernel's remaining falls by exactly the cost it admitted.
+    this.standingRemaining = outcome.remaining + cost
+    this.standingResetAt = kernel.recoversAt(state, this.policy)
+    return (this.trialVerdict = ADMITTED)
+  }
+
+  /** Stores the last trial's outcome. */
+  commit (): void {
+    const slot = this.pendingSlot
+    if (slot === -1) return
+    const kernel = this.kernel
+    kernel.write(this.pendingState, this.table.data, slot * kernel.fields)
+    if (this.pendingFresh) this.table.placed(slot, kernel.recoversAt(this.pendingState, this.policy))
+    else this.table.touched(slot)
+    this.pendingSlot = -1
+  }
+
+  /** Forgets the last trial: a new identity's slot goes back, a known one is left as it was. */
+  drop (): void {
+    if (this.pendingSlot !== -1 && this.pendingFresh) this.table.remove(this.pendingKey)
+    this.pendingSlot = -1
   }
 }
 
