@@ -1,8 +1,9 @@
 import { admissionPlugin } from './gate/plugin.js'
 
 export { admissionPlugin as admission }
-export { AdmissionError, AdmissionOptionError, AdmissionKeyError, AdmissionAllowListError } from './gate/errors.js'
-export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, RateLimitOptions } from './gate/options.js'
+export { AdmissionError, AdmissionOptionError, AdmissionKeyError, AdmissionAllowListError, AdmissionTierError } from './gate/errors.js'
+export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, NamedRateLimitOptions, RateLimitOption, RateLimitOptions, TieredRateLimitOptions } from './gate/options.js'
+export type { CountMode, FailedResponse } from './gate/failures.js'
 export type { AdaptiveInFlightOptions } from './gate/in-flight-options.js'
 export type { PriorityName as AdmissionPriority } from './gate/priority.js'
 export type { AdmissionRefusalContext, ErrorResponseBuilder } from './gate/error-response.js'

@@ -60,3 +60,17 @@ export class AdmissionAllowListError extends AdmissionError {
     this.value = value
   }
 }
+
+/**
+ * The `tier(request)` of a tiered `rateLimit` named no declared tier. The message lists the
+ * declared names and never shows the value (it may come from the request); `value` holds it, for logs.
+ */
+export class AdmissionTierError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionTierError' }) }
+  declare readonly value: unknown
+  readonly statusCode = 500
+  constructor (value: unknown, tiers: readonly string[]) {
+    super('ADMISSION_UNKNOWN_TIER', `Expected the \`tier\` function to return one of ${tiers.map((t) => JSON.stringify(t)).join(', ')}, got ${typeof value === 'string' ? 'another name' : `a ${value === null ? 'null' : typeof value}`}`)
+    this.value = value
+  }
+}

@@ -1,7 +1,7 @@
-import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter } from '../rates/backend.js'
-import { samePolicy } from '../rates/policy.js'
-import { describePolicy } from './policy-text.js'
+import { describeLimits } from './policy-text.js'
+import { sameLimits, type Limits, type StackLimits } from './limits.js'
+import type { Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { Quotas } from './quotas.js'
 
@@ -13,21 +13,21 @@ import type { Quotas } from './quotas.js'
  */
 export class Groups {
   private readonly quotas: Quotas
-  private readonly opened = new Map<string, { readonly limiter: BackendLimiter | undefined, readonly policy: Readonly<Policy>, readonly route: string }>()
+  private readonly opened = new Map<string, { readonly limiter: BackendLimiter | undefined, readonly policy: Readonly<Policy> | StackLimits, readonly route: string }>()
 
   constructor (quotas: Quotas) {
     this.quotas = quotas
   }
 
-  open (groupId: string, policy: Readonly<Policy>, route: string, path: string): BackendLimiter | undefined {
+  open (groupId: string, policy: Readonly<Policy> | StackLimits, route: string, path: string): BackendLimiter | undefined {
     const group = this.opened.get(groupId)
     if (group === undefined) {
       const limiter = this.quotas.open(`group:${groupId}`, policy)
       this.opened.set(groupId, { limiter, policy, route })
       return limiter
     }
-    if (!samePolicy(group.policy, policy)) {
-      throw new AdmissionOptionError(path, `a route of group "${groupId}" with its policy, ${describePolicy(group.policy)} (set by ${group.route}); give every route of a group the same rateLimit`, groupId, { got: `${JSON.stringify(groupId)} with ${describePolicy(policy)}` })
+    if (!sameLimits(group.policy as Limits, policy)) {
+      throw new AdmissionOptionError(path, `a route of group "${groupId}" with its policy, ${describeLimits(group.policy)} (set by ${group.route}); give every route of a group the same rateLimit`, groupId, { got: `${JSON.stringify(groupId)} with ${describeLimits(policy)}` })
     }
     return group.limiter
   }

@@ -18,17 +18,17 @@ export function quotaOf (policy: Policy): { quota: number, windowSeconds: number
   return { quota, windowSeconds: Math.max(1, ceilDiv(refillMs, 1000)) }
 }
 
-/** `RateLimit-Policy`: `"default";q=<quota>;w=<seconds>`. */
-export function policyHeader (policy: Policy): string {
+/** `RateLimit-Policy`: `"<name>";q=<quota>;w=<seconds>`, named `default` unless a tier names it. */
+export function policyHeader (policy: Policy, name = 'default'): string {
   const { quota, windowSeconds } = quotaOf(policy)
-  return `"default";q=${quota};w=${windowSeconds}`
+  return `"${name}";q=${quota};w=${windowSeconds}`
 }
 
 /**
  * `RateLimit` after a decision: `r`, the cost-1 units left (clamped to 0..quota, whatever a custom
  * backend reports), and `t`, the seconds until full capacity, rounded up.
  */
-export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number): string {
+export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number, name = 'default'): string {
   const r = remaining > quota ? quota : remaining > 0 ? remaining : 0
-  return `"default";r=${r};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+  return `"${name}";r=${r};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
 }

@@ -7,6 +7,8 @@ import type { AdaptiveInFlightOptions, AdaptiveSettings } from './in-flight-opti
 import type { PriorityName } from './priority.js'
 import type { AllowListOption, AllowMatcher } from './allow-list.js'
 import type { ErrorResponseBuilder } from './error-response.js'
+import type { Limits } from './limits.js'
+import type { CountMode, FailedResponse } from './failures.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.
@@ -24,6 +26,24 @@ export interface RateLimitOptions {
   burst?: number
 }
 
+/** A policy of a stack, with the name the `RateLimit` headers list it under (default `per-<w>s`). */
+export type NamedRateLimitOptions = RateLimitOptions & { name?: string }
+
+/**
+ * Tiers: several limits declared at registration, one picked per request by `tier(request)` (a
+ * synchronous function returning one of the names). Each tier has its own quota, headers and counters.
+ */
+export interface TieredRateLimitOptions {
+  tiers: Record<string, RateLimitOptions | NamedRateLimitOptions[]>
+  tier: (request: FastifyRequest) => string
+}
+
+/**
+ * A rate limit: one policy; a list of policies decided as one (a stack: a request passes only
+ * when every one has room, and when one refuses none consumes); or tiers.
+ */
+export type RateLimitOption = RateLimitOptions | NamedRateLimitOptions[] | TieredRateLimitOptions
+
 /** Where the rate check runs: `onRequest` (the default) or `preHandler`, after authentication (shedding stays in `onRequest`). */
 export type AdmissionHook = 'onRequest' | 'preHandler'
 
@@ -32,7 +52,7 @@ export interface AdmissionRouteOptions {
   /** A semaphore of this route's own, in addition to the global one; `false`: none (the default). */
   maxInFlight?: number | false
   /** This route's own buckets; `false`: no rate limit here; absent: the global buckets. */
-  rateLimit?: RateLimitOptions | false
+  rateLimit?: RateLimitOption | false
   /** Tokens one request takes; defaults to the plugin's `cost`. */
   cost?: number
   /**
@@ -50,6 +70,13 @@ export interface AdmissionRouteOptions {
   errorResponseBuilder?: ErrorResponseBuilder
   /** This route's allow list, instead of the plugin's. */
   allowList?: AllowListOption
+  /**
+   * `'failures'`: login throttling — a request passes while its client's quota has room, taking
+   * nothing; a failed response (`failed`, default: a 4xx) takes `cost` from it. Default `'requests'`.
+   */
+  count?: CountMode
+  /** With `count: 'failures'`: whether a response is a failure (synchronous); default a 4xx status. */
+  failed?: FailedResponse
 }
 
 export interface AdmissionOptions {
@@ -60,8 +87,8 @@ export interface AdmissionOptions {
   maxInFlight?: number | false | AdaptiveInFlightOptions
   /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
   criticalReserve?: number
-  /** The per-client rate limit; default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
-  rateLimit?: RateLimitOptions | false
+  /** The per-client rate limit (a policy, a stack or tiers); default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
+  rateLimit?: RateLimitOption | false
   /** Tokens one request takes (default 1). */
   cost?: number
   /** Status of a rate-limited request: 429 (the default) or 503 (the seed's v1 wire format). */
@@ -119,7 +146,7 @@ export interface RouteSettings {
   readonly maxInFlight: number | false
   readonly priority: PriorityName
   /** `undefined`: the route uses the plugin's limiter (or its group's). */
-  readonly rateLimit: Readonly<Policy> | false | undefined
+  readonly rateLimit: Limits | false | undefined
   readonly cost: number
   readonly groupId: string | undefined
   readonly hook: AdmissionHook
@@ -128,12 +155,14 @@ export interface RouteSettings {
   readonly errorResponseBuilder: ErrorResponseBuilder | undefined
   /** The route's allow list, or the plugin's. */
   readonly allowList: AllowMatcher | undefined
+  readonly count: CountMode
+  readonly failed: FailedResponse | undefined
 }
 
 export interface Settings {
   readonly maxInFlight: number | false | AdaptiveSettings
   readonly criticalReserve: number
-  readonly rateLimit: Readonly<Policy> | false
+  readonly rateLimit: Limits | false
   readonly cost: number
   readonly limitStatusCode: 429 | 503
   readonly responseBody: 'json' | 'text' | 'problem'

@@ -2,7 +2,8 @@ import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { RatesBackend } from '../rates/backend.js'
-import { capacityOf, normalizePolicy } from '../rates/policy.js'
+import { capacityOfLimits, isTiers, limitsOption, type Limits } from './limits.js'
+import { countOption, failedOption } from './failures.js'
 import { pressureSettings, queueDelaySettings } from '../pressure/options.js'
 import { metricsOption } from '../metrics/options.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../validation/checks.js'
@@ -10,14 +11,14 @@ import { criticalReserveOption, inFlightOption, priorityOption } from './in-flig
 import { allowListOption } from './allow-list.js'
 import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
-export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, RateLimitOptions, RouteSettings, Settings } from './option-types.js'
+export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, NamedRateLimitOptions, RateLimitOption, RateLimitOptions, RouteSettings, Settings, TieredRateLimitOptions } from './option-types.js'
 import type { RouteSettings, Settings } from './option-types.js'
 
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList'] as const
-const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId'] as const
+const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed'] as const
 const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
@@ -40,22 +41,22 @@ function routeMaxInFlight (path: string, value: unknown): number | false {
   return checkPositiveInteger(complain, path, value, 'a positive safe integer or false')
 }
 
-/** The rates capability's validator, with the gate's default algorithm and error type. */
-function ratePolicy (path: string, value: unknown): Readonly<Policy> | false {
+/** A policy, a stack or tiers (limits.ts), in the rates capability's policy language; or false. */
+function ratePolicy (path: string, value: unknown): Limits | false {
   if (value === false) return false
-  return normalizePolicy(value, path, { algorithm: 'token-bucket' }, complain)
+  return limitsOption(path, value)
 }
 
-function costWithin (path: string, value: unknown, policy: Readonly<Policy> | false | undefined): number {
+function costWithin (path: string, value: unknown, limits: Limits | false | undefined): number {
   const cost = positiveInteger(path, value)
-  if (policy && cost > capacityOf(policy)) {
-    throw new AdmissionOptionError(path, `at most the policy's capacity (${capacityOf(policy)})`, cost)
+  if (limits && cost > capacityOfLimits(limits)) {
+    throw new AdmissionOptionError(path, `at most the policy's capacity (${capacityOfLimits(limits)}${isTiers(limits) || !('algorithm' in limits) ? ', the least of its policies\'' : ''})`, cost)
   }
   return cost
 }
 
 // With `rateLimit: false` the plugin's cost is the default of routes that have a policy of their own.
-function costOption (value: unknown, rateLimit: Readonly<Policy> | false): number {
+function costOption (value: unknown, rateLimit: Limits | false): number {
   return value === undefined ? 1 : costWithin('cost', value, rateLimit)
 }
 
@@ -157,6 +158,12 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   // A route that keeps the plugin's cost must still be able to pay it from its own bucket.
   const cost = costWithin(`${path}.cost`, input.cost === undefined ? plugin.cost : input.cost, effective)
   const hook = hookOption(`${path}.hook`, input.hook, plugin.hook, plugin.allowListSkipsShedding)
+  const count = countOption(`${path}.count`, input.count)
+  if (count === 'failures') {
+    if (effective === false) throw new AdmissionOptionError(`${path}.count`, "'requests' where there is no rate limit (failures take from a quota)", count)
+    if (isTiers(effective)) throw new AdmissionOptionError(`${path}.count`, "'requests' with tiers (login throttling counts against one quota)", count)
+    if (input.groupId !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a groupId (a group's routes count alike)", count)
+  }
   return Object.freeze({
     maxInFlight: routeMaxInFlight(`${path}.maxInFlight`, input.maxInFlight),
     priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
@@ -166,6 +173,8 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     hook,
     enforce: booleanOption(`${path}.enforce`, input.enforce, plugin.enforce),
     errorResponseBuilder: builderOption(`${path}.errorResponseBuilder`, input.errorResponseBuilder) ?? plugin.errorResponseBuilder,
-    allowList: allowListOption(`${path}.allowList`, input.allowList, plugin.key !== undefined) ?? plugin.allowList
+    allowList: allowListOption(`${path}.allowList`, input.allowList, plugin.key !== undefined) ?? plugin.allowList,
+    count,
+    failed: failedOption(`${path}.failed`, input.failed, count)
   })
 }

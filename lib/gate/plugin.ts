@@ -12,10 +12,9 @@ import { AdaptivePermits } from './adaptive-permits.js'
 import { Permits } from './permits.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
-import { Quotas } from './quotas.js'
+import { openLimits, Quotas, type OpenedLimits } from './quotas.js'
 import { Checks } from './check-kinds.js'
 import { registrationAddress } from './registration-address.js'
-import { routeGate } from './route-gate.js'
 import { notFoundHook } from './route-hooks.js'
 import { warnForeignRateLimit } from './foreign-config.js'
 import { RouteWiring } from './route-wiring.js'
@@ -56,9 +55,9 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
   const metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
   const quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
-  let shared
+  let shared: OpenedLimits
   try {
-    shared = quotas.open('*', settings.rateLimit)
+    shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
   } catch (error) {
     // A stopped backend, one whose quota here already has another policy, or a custom backend
     // whose limiter is not one.
@@ -71,12 +70,12 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
   const checks = new Checks(settings, global, permits, fastify.log, address)
   // The plugin's own kind of check: the 404 hook's and pressure's refusals.
   const check = checks.of(settings.enforce, settings.errorResponseBuilder)
-  const notFound = routeGate('404', false, shared, settings.rateLimit, settings.cost, settings.headers, false)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
   // Off unless asked for: no timer, no sampler, and the route hooks are the gate's own.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay, check)
-  const wiring = new RouteWiring(settings, quotas, shared, permits, checks, serverTimeout, pressure)
+  const wiring = new RouteWiring(settings, quotas, shared, permits, checks, fastify.log, serverTimeout, pressure)
+  const notFound = wiring.limitedGate('404', false, shared, settings.rateLimit, settings.cost, false)
   wiring.gates.set(notFound.name, notFound)
   fastify.addHook('onRoute', (route) => {
     warnForeignRateLimit(route, fastify.log)
@@ -96,7 +95,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
       : () => ({ ...statsOf(global, wiring.gates.values(), backend, permits.currentLimit), pressure: pressure.counts() }),
     get limit () { return permits.currentLimit === 0 ? false : permits.currentLimit },
     pressure: () => pressure?.status(),
-    registry: registryOver(shared, toKey),
+    registry: registryOver(shared.limiter, toKey),
     registryOf: (route: string) => {
       const gate = wiring.gates.get(route)
       return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)

@@ -1,7 +1,13 @@
 import type { Policy } from '../core/rates/types.js'
+import { isStack, type StackLimits } from './limits.js'
 
 /** A policy in the words of the options that made it, for logs: `100 per 60000 ms (token-bucket, burst 20)`. */
 export function describePolicy (policy: Policy): string {
   const burst = policy.burst === undefined || policy.burst === policy.limit ? '' : `, burst ${policy.burst}`
   return `${policy.limit} per ${policy.windowMs} ms (${policy.algorithm}${burst})`
+}
+
+/** A policy or a stack, for messages: a stack's policies joined with ` and `. */
+export function describeLimits (limits: Readonly<Policy> | StackLimits): string {
+  return isStack(limits) ? limits.policies.map((p) => `${describePolicy(p.policy)} as "${p.name}"`).join(' and ') : describePolicy(limits)
 }

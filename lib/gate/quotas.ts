@@ -1,6 +1,8 @@
 import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter, RatesBackend } from '../rates/backend.js'
 import { AdmissionOptionError } from './errors.js'
+import { isStack, isTiers, type Limits, type NamedPolicy, type StackLimits } from './limits.js'
+import { StackedQuota } from './stacked-quota.js'
 import { part } from './registration-address.js'
 
 /**
@@ -17,11 +19,44 @@ export class Quotas {
     this.start = `${registration}#admission${version === undefined ? '' : `@${part(version)}`}:`
   }
 
-  /** The limiter of `route`'s quota (`*`: the shared one); undefined for no rate limit. */
-  open (route: string, policy: Readonly<Policy> | false): BackendLimiter | undefined {
-    if (policy === false) return undefined
-    return checkedLimiter(this.backend.limiter(this.start + part(route), policy))
+  /**
+   * The limiter of `route`'s quota (`*`: the shared one); undefined for no rate limit. A stack is
+   * the backend's stack at the same address; so is a single policy whose requests only check
+   * (`dry`, login throttling: a stack of one has the check a limiter lacks).
+   */
+  open (route: string, limits: Readonly<Policy> | StackLimits | false, dry = false, path = 'rateLimit'): BackendLimiter | undefined {
+    if (limits === false) return undefined
+    const address = this.start + part(route)
+    if (!isStack(limits) && !dry) return checkedLimiter(this.backend.limiter(address, limits))
+    const named: readonly NamedPolicy[] = isStack(limits) ? limits.policies : [{ name: 'default', policy: limits }]
+    const backend = this.backend
+    if (typeof backend.stack !== 'function') {
+      throw new AdmissionOptionError(path, `a single policy: the backend (kind ${JSON.stringify(backend.kind)}) has no stack(), which ${dry ? "count: 'failures'" : 'a list of policies'} needs`, dry && !isStack(limits) ? 'failures' : limits)
+    }
+    return new StackedQuota(backend.stack(address, named.map((p) => p.policy)), named, dry)
   }
+}
+
+/** The quotas of one `rateLimit` at a route: one limiter, or one per tier. */
+export interface OpenedLimits {
+  /** The quota (with tiers: the first tier's, so that a tiered route counts as limited). */
+  readonly limiter: BackendLimiter | undefined
+  readonly tiers: ReadonlyMap<string, BackendLimiter> | undefined
+}
+
+/** Opens `limits` at `route` (`route~<tier>` for each tier). */
+export function openLimits (quotas: Quotas, route: string, limits: Limits | false, dry: boolean, path: string): OpenedLimits {
+  if (limits === false || !isTiers(limits)) return { limiter: quotas.open(route, limits, dry, path), tiers: undefined }
+  const tiers = new Map<string, BackendLimiter>()
+  for (const [name, one] of limits.tiers) tiers.set(name, quotas.open(`${route}~${name}`, one, dry, `${path}.tiers.${name}`)!)
+  return { limiter: tiers.values().next().value, tiers }
+}
+
+/** The policy that headers and logs name for limits: the policy, a stack's first, the first tier's. */
+export function leadPolicy (limits: Limits | false): Readonly<Policy> | false {
+  if (limits === false) return false
+  if (isTiers(limits)) return leadPolicy(limits.tiers.values().next().value!)
+  return isStack(limits) ? limits.policies[0]!.policy : limits
 }
 
 /** A custom backend is taken at its word only once its limiter has the contract's shape. */

@@ -1,6 +1,7 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { ADMITTED, UNDECIDABLE } from '../rates/backend.js'
-import type { RateDecision } from '../rates/decision.js'
+import type { RateDecision, StackDecision } from '../rates/decision.js'
+import { AdmissionTierError } from './errors.js'
 import { RatesError, RatesUnavailableError } from '../rates/errors.js'
 import { decisions, publishDecision, refused } from '../metrics/events.js'
 import { clientKey, gateKey } from './client-key.js'
@@ -107,8 +108,10 @@ export class RateCheck {
     }
   }
 
-  /** Decides on the client's quota by its key. */
-  decide (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, key: string, next: Next): void {
+  /** Decides on the client's quota by its key (with tiers, on the quota of the request's tier). */
+  decide (request: FastifyRequest, reply: FastifyReply, route: RouteGate, key: string, next: Next): void {
+    const gate = route.tiers === undefined ? route : this.tierOf(request, route, next)
+    if (gate === undefined) return
     const synchronous = gate.synchronous
     if (synchronous !== undefined) {
       const verdict = synchronous.decide(key, gate.cost)
@@ -139,7 +142,7 @@ export class RateCheck {
         if (gate.failing) gate.failing = false
         // A remote decision carries the backend's clock in `resetAt`: its distance from the
         // decision is what the header reports, and the local clock is no worse a reference.
-        if (gate.policyHeader !== undefined) this.headers(reply, gate, decision.remaining, decision.resetAt, Date.now())
+        if (gate.policyHeader !== undefined) this.headers(reply, gate, decision.remaining, decision.resetAt, Date.now(), decision)
         if (decision.allowed) this.admit(request, gate, next, key)
         else this.limit(request, reply, gate, decision.retryAfterMs, next, key)
       },
@@ -147,12 +150,35 @@ export class RateCheck {
     )
   }
 
-  private headers (reply: FastifyReply, gate: RouteGate, remaining: number, resetAt: number, now: number): void {
-    reply.header('ratelimit-policy', gate.policyHeader).header('ratelimit', rateLimitHeader(remaining, gate.quota, resetAt, now))
+  /** The gate of the request's tier; undefined when `tier(request)` threw or named no tier (Fastify answers 500, the permit goes back). */
+  private tierOf (request: FastifyRequest, route: RouteGate, next: Next): RouteGate | undefined {
+    const tiers = route.tiers!
+    let name: unknown
+    try {
+      name = tiers.tier(request)
+    } catch (error) {
+      this.permits.free(request)
+      next(error as Error)
+      return undefined
+    }
+    const gate = typeof name === 'string' ? tiers.gates.get(name) : undefined
+    if (gate === undefined) {
+      this.permits.free(request)
+      next(new AdmissionTierError(name, [...tiers.gates.keys()]))
+    }
+    return gate
+  }
+
+  private headers (reply: FastifyReply, gate: RouteGate, remaining: number, resetAt: number, now: number, decision?: RateDecision): void {
+    const stacked = gate.stacked
+    reply.header('ratelimit-policy', gate.policyHeader).header('ratelimit', stacked === undefined
+      ? rateLimitHeader(remaining, gate.quota, resetAt, now, gate.headerName)
+      : stacked.rateLimitHeader(now, decision as StackDecision | undefined))
   }
 
   /** Lets the request go on (it holds its permits until its work ends). */
   admit (request: FastifyRequest, gate: RouteGate, next: Next, key?: string, backendFailed = false): void {
+    if (gate.failures !== undefined) gate.failures.attempted(request)
     this.global.admitted++
     gate.counters.admitted++
     if (decisions.hasSubscribers) publishDecision(this.registration, request, gate.name, 'admitted', undefined, undefined, key, backendFailed)

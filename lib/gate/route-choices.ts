@@ -1,4 +1,4 @@
-import type { Policy } from '../core/rates/types.js'
+import { isTiers, type Limits } from './limits.js'
 import { AdmissionOptionError } from './errors.js'
 import type { AdmissionHook } from './options.js'
 
@@ -33,11 +33,12 @@ export function skipsSheddingOption (path: string, value: unknown, hasAllowList:
 }
 
 /** A group's name: part of its quota's address, the same in every process. */
-export function groupIdOption (path: string, value: unknown, policy: Readonly<Policy> | false): string | undefined {
+export function groupIdOption (path: string, value: unknown, policy: Limits | false): string | undefined {
   if (value === undefined) return undefined
   if (typeof value !== 'string' || value.length === 0 || value.length > 128 || !(value as string & { isWellFormed (): boolean }).isWellFormed()) {
     throw new AdmissionOptionError(path, 'a non-empty string of at most 128 characters', value)
   }
   if (policy === false) throw new AdmissionOptionError(path, 'absent where there is no rate limit (a group shares a quota)', value)
+  if (isTiers(policy)) throw new AdmissionOptionError(path, 'absent where the rate limit has tiers (a group shares one quota)', value)
   return value
 }

@@ -1,6 +1,9 @@
 import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter, SynchronousDecisions } from '../rates/backend.js'
 import { policyHeader, quotaOf } from './headers.js'
+import type { FailureCount } from './failures.js'
+import { StackedQuota } from './stacked-quota.js'
+import type { FastifyRequest } from 'fastify'
 import { NORMAL, type Priority } from './priority.js'
 import { newCounters, type GateCounters } from './stats.js'
 
@@ -19,6 +22,8 @@ export interface RouteGate {
   readonly policy: Readonly<Policy> | undefined
   /** The `RateLimit-Policy` value, or undefined when headers are off or there is no limit. */
   readonly policyHeader: string | undefined
+  /** The policy's name in the headers: `default`, or its tier's name. */
+  readonly headerName: string
   /** `q` of that header: `RateLimit`'s `r` never exceeds it. */
   readonly quota: number
   readonly cost: number
@@ -26,13 +31,26 @@ export interface RouteGate {
   readonly waitsForHandler: boolean
   /** Its priority at the global in-flight gate. */
   readonly priority: Priority
+  /** A stack of policies (the limiter is it): the `RateLimit` headers list each. */
+  readonly stacked: StackedQuota | undefined
+  /** Tiers: the rate check picks one of these gates per request (each with its quota, headers and counters). */
+  tiers: TierChoice | undefined
+  /** Login throttling: only failed responses take from the quota. */
+  failures: FailureCount | undefined
   /** A backend failure was logged and no decision has succeeded since: stay quiet. */
   failing: boolean
 }
 
+/** A tiered route's tiers: `tier(request)` names one of `gates`. */
+export interface TierChoice {
+  readonly tier: (request: FastifyRequest) => string
+  readonly gates: ReadonlyMap<string, RouteGate>
+}
+
 export function routeGate (name: string, maxInFlight: number | false, limiter: BackendLimiter | undefined, policy: Readonly<Policy> | false | undefined,
-  cost: number, headers: boolean, waitsForHandler: boolean, priority: Priority = NORMAL): RouteGate {
+  cost: number, headers: boolean, waitsForHandler: boolean, priority: Priority = NORMAL, headerName = 'default'): RouteGate {
   const limited = limiter !== undefined && policy !== undefined && policy !== false
+  const stacked = limiter instanceof StackedQuota ? limiter : undefined
   return {
     name,
     counters: newCounters(),
@@ -40,8 +58,12 @@ export function routeGate (name: string, maxInFlight: number | false, limiter: B
     limiter,
     synchronous: limiter?.synchronous,
     policy: limited ? policy : undefined,
-    policyHeader: limited && headers ? policyHeader(policy) : undefined,
+    policyHeader: limited && headers ? stacked === undefined ? policyHeader(policy, headerName) : stacked.policyHeader() : undefined,
+    headerName,
     quota: limited ? quotaOf(policy).quota : 0,
+    stacked,
+    tiers: undefined,
+    failures: undefined,
     cost,
     waitsForHandler,
     priority,

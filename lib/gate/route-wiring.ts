@@ -1,13 +1,15 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import type { Pressure } from '../pressure/pressure.js'
-import type { Policy } from '../core/rates/types.js'
-import type { BackendLimiter } from '../rates/backend.js'
 import type { Checks } from './check-kinds.js'
+import { FailureCount } from './failures.js'
+import { isTiers, type Limits, type StackLimits } from './limits.js'
+import type { Policy } from '../core/rates/types.js'
 import { Groups } from './groups.js'
 import { validateRouteOptions, type RouteSettings, type Settings } from './options.js'
 import type { Handler, Permits } from './permits.js'
-import type { Quotas } from './quotas.js'
+import { leadPolicy, openLimits, type OpenedLimits, type Quotas } from './quotas.js'
 import { NORMAL, PRIORITY_NAMES, type Priority } from './priority.js'
+import type { StackedQuota } from './stacked-quota.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 import { gateHooks } from './route-hooks.js'
 
@@ -31,7 +33,8 @@ export class RouteWiring {
   readonly errors: Error[] = []
   private readonly settings: Settings
   private readonly quotas: Quotas
-  private readonly shared: BackendLimiter | undefined
+  private readonly shared: OpenedLimits
+  private readonly log: FastifyBaseLogger
   private readonly permits: Permits
   private readonly checks: Checks
   private readonly serverTimeout: number | undefined
@@ -41,8 +44,9 @@ export class RouteWiring {
   private readonly groups: Groups
   private readonly onResponse: Hook
 
-  constructor (settings: Settings, quotas: Quotas, shared: BackendLimiter | undefined, permits: Permits, checks: Checks, serverTimeout?: number, pressure?: Pressure) {
+  constructor (settings: Settings, quotas: Quotas, shared: OpenedLimits, permits: Permits, checks: Checks, log: FastifyBaseLogger, serverTimeout?: number, pressure?: Pressure) {
     this.settings = settings
+    this.log = log
     this.quotas = quotas
     this.shared = shared
     this.permits = permits
@@ -76,6 +80,15 @@ export class RouteWiring {
     // After the route's own preHandlers (authentication among them), as @fastify/rate-limit does.
     if (hooks.preHandler !== undefined) route.preHandler = last(hooks.preHandler, route.preHandler) as RouteOptions['preHandler']
     route.onResponse = first(this.onResponse, route.onResponse) as RouteOptions['onResponse']
+    const failures = gate.failures
+    if (failures !== undefined) {
+      // Last among the route's onSend hooks: the status it sees is the one sent.
+      const counting = function admissionCountFailure (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void): void {
+        failures.sending(request, reply)
+        done(null, payload)
+      }
+      route.onSend = last(counting, route.onSend) as RouteOptions['onSend']
+    }
     route.handler = this.permits.watch(route.handler as Handler, gate.waitsForHandler)
   }
 
@@ -86,13 +99,17 @@ export class RouteWiring {
     try {
       const parsed = own === undefined ? pluginRoute(settings) : validateRouteOptions(own, name, settings)
       if (parsed === false) return false
-      const policy = parsed.rateLimit ?? settings.rateLimit
-      const limiter = parsed.groupId !== undefined
-        ? this.groups.open(parsed.groupId, policy as Readonly<Policy>, name, `config.admission of ${name}.groupId`)
-        : parsed.rateLimit === undefined ? this.shared : this.quotas.open(name, parsed.rateLimit)
+      const limits = parsed.rateLimit ?? settings.rateLimit
+      const dry = parsed.count === 'failures'
+      const path = `config.admission of ${name}.rateLimit`
+      const opened: OpenedLimits = parsed.groupId !== undefined
+        ? { limiter: this.groups.open(parsed.groupId, limits as Readonly<Policy> | StackLimits, name, `config.admission of ${name}.groupId`), tiers: undefined }
+        : parsed.rateLimit === undefined && !dry ? this.shared : openLimits(this.quotas, name, limits, dry, path)
       const priority = PRIORITY_NAMES.indexOf(parsed.priority) as Priority
-      const gate = routeGate(name, parsed.maxInFlight, limiter, policy, parsed.cost, settings.headers, waits, priority)
-      const hooks = gateHooks(gate, this.permits, this.checks.of(parsed.enforce, parsed.errorResponseBuilder), {
+      const check = this.checks.of(parsed.enforce, parsed.errorResponseBuilder)
+      const gate = this.limitedGate(name, parsed.maxInFlight, opened, limits, parsed.cost, waits, priority)
+      if (dry) gate.failures = new FailureCount(gate.limiter as StackedQuota, parsed.failed!, parsed.cost, (request) => check.keyOf(request), this.log, name)
+      const hooks = gateHooks(gate, this.permits, check, {
         preHandler: parsed.hook === 'preHandler',
         allowList: parsed.allowList,
         allowListSkipsShedding: settings.allowListSkipsShedding,
@@ -103,6 +120,25 @@ export class RouteWiring {
       this.errors.push(error as Error)
       return false
     }
+  }
+
+  /**
+   * A route's gate over its opened quotas; with tiers, a gate per tier besides (named
+   * `<route> (tier <name>)` in `stats().routes`, each with its quota, headers and counters), which
+   * the rate check picks from by `tier(request)`.
+   */
+  limitedGate (name: string, maxInFlight: number | false, opened: OpenedLimits, limits: Limits | false, cost: number, waits: boolean, priority: Priority = NORMAL): RouteGate {
+    const headers = this.settings.headers
+    const gate = routeGate(name, maxInFlight, opened.limiter, leadPolicy(limits), cost, headers, waits, priority)
+    if (opened.tiers === undefined || limits === false || !isTiers(limits)) return gate
+    const gates = new Map<string, RouteGate>()
+    for (const [tier, limiter] of opened.tiers) {
+      const tierGate = routeGate(`${name} (tier ${tier})`, false, limiter, leadPolicy(limits.tiers.get(tier)!), cost, headers, waits, priority, tier)
+      gates.set(tier, tierGate)
+      this.gates.set(tierGate.name, tierGate)
+    }
+    gate.tiers = { tier: limits.tier, gates }
+    return gate
   }
 
   /** Two routes with one method and URL (constraints tell them apart) get `#2`, `#3`… */
@@ -128,7 +164,9 @@ function pluginRoute (settings: Settings): RouteSettings {
     hook: settings.hook,
     enforce: settings.enforce,
     errorResponseBuilder: settings.errorResponseBuilder,
-    allowList: settings.allowList
+    allowList: settings.allowList,
+    count: 'requests',
+    failed: undefined
   }
 }
 

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import type { BackendLimiter, RatesBackend } from '../rates/backend.js'
+import type { BackendLimiter, RatesBackend, StackLimiter } from '../rates/backend.js'
 
 /**
  * Times the gate's backend round trips, for the decision latency histogram. Chosen at
@@ -24,9 +24,31 @@ export class DecisionTimer {
   /** The backend as the gate's quotas see it: its limiters timed when they decide by promise. */
   over (backend: RatesBackend): RatesBackend {
     // Everything else (`kind`, `identities`, `stop`) is the backend's own, through the prototype.
-    const timed = Object.create(backend) as RatesBackend & { limiter: RatesBackend['limiter'] }
+    const timed = Object.create(backend) as RatesBackend & { limiter: RatesBackend['limiter'], stack: RatesBackend['stack'] }
     timed.limiter = (address, policy) => this.timed(backend.limiter(address, policy))
+    if (typeof backend.stack === 'function') timed.stack = (address, policies) => this.timedStack(backend.stack!(address, policies))
     return timed
+  }
+
+  /** A stack's decisions and checks, timed as a limiter's are (a synchronous stack is not). */
+  private timedStack (stack: StackLimiter): StackLimiter {
+    if (stack.synchronous !== undefined) return stack
+    return {
+      policies: stack.policies,
+      consume: (identity, cost) => this.time(() => stack.consume(identity, cost)),
+      check: (identity, cost) => this.time(() => stack.check(identity, cost)),
+      state: stack.state.bind(stack),
+      delete: stack.delete.bind(stack)
+    }
+  }
+
+  private time<T> (call: () => Promise<T>): Promise<T> {
+    const started = this.now()
+    const done = (): void => { this.observe((this.now() - started) / 1000) }
+    return Promise.resolve(call()).then(
+      (value) => { done(); return value },
+      (error: unknown) => { done(); throw error }
+    )
   }
 
   private timed (limiter: BackendLimiter): BackendLimiter {

@@ -15,6 +15,7 @@ import admission, {
   RatesInvalidArgumentError
 } from '../../lib/index.js'
 import type { AdmissionOptions, Algorithm, RatesBackend } from '../../lib/index.js'
+import type { Policy } from '../../lib/core/rates/types.js'
 import { capacityOf, normalizePolicy } from '../../lib/rates/policy.js'
 
 const MAX = Number.MAX_SAFE_INTEGER
@@ -372,7 +373,7 @@ t.test('rateLimit: a plain object or false', async (t) => {
   const input = { limit: 5, windowMs: 1000 }
   const s = validateOptions({ rateLimit: input })
   input.limit = 500
-  t.equal(s.rateLimit && s.rateLimit.limit, 5)
+  t.equal(s.rateLimit && (s.rateLimit as Policy).limit, 5)
   t.ok(Object.isFrozen(s.rateLimit))
 })
 
@@ -405,7 +406,7 @@ t.test('Proxies and getters: one rule for options, route configs and policies â€
 t.test('rateLimit.algorithm: each of the four, token-bucket by default', async (t) => {
   for (const algorithm of ALGORITHMS) {
     const s = validateOptions({ rateLimit: { algorithm, limit: 7, windowMs: 1000 } })
-    const policy = s.rateLimit
+    const policy = s.rateLimit as Policy | false
     if (policy === false) throw new Error('no policy')
     t.equal(policy.algorithm, algorithm)
     const windowed = WINDOW_ALGORITHMS.includes(algorithm)

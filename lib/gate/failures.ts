@@ -1,0 +1,96 @@
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import { UNDECIDABLE } from '../rates/backend.js'
+import { AdmissionOptionError } from './errors.js'
+import type { StackedQuota } from './stacked-quota.js'
+
+/** What a route's requests count against its quota: every request (the default), or only failures (login throttling). */
+export type CountMode = 'requests' | 'failures'
+
+/** Whether a response is a failure, for `count: 'failures'`. */
+export type FailedResponse = (request: FastifyRequest, reply: FastifyReply) => boolean
+
+/** The default failure: a 4xx the route answered (wrong password 401, forbidden 403, bad request 400…), not a 5xx (the server's fault). */
+export function clientError (_request: FastifyRequest, reply: FastifyReply): boolean {
+  return reply.statusCode >= 400 && reply.statusCode < 500
+}
+
+export function countOption (path: string, value: unknown): CountMode {
+  if (value === undefined) return 'requests'
+  if (value !== 'requests' && value !== 'failures') throw new AdmissionOptionError(path, "'requests' or 'failures' (login throttling: only failed responses take from the quota)", value)
+  return value
+}
+
+export function failedOption (path: string, value: unknown, count: CountMode): FailedResponse | undefined {
+  if (value === undefined) return count === 'failures' ? clientError : undefined
+  if (count !== 'failures') throw new AdmissionOptionError(path, "absent unless count is 'failures'", value)
+  if (typeof value !== 'function' || Object.prototype.toString.call(value) === '[object AsyncFunction]') {
+    throw new AdmissionOptionError(path, 'a synchronous function (request, reply) => boolean: whether the response is a failure', value)
+  }
+  return value as FailedResponse
+}
+
+/**
+ * Login throttling (`count: 'failures'`): a request is admitted while its client's quota has room
+ * for it — a check that takes nothing — and a failed response takes `cost` from the quota, when it
+ * is sent. A decision once made stays made: an admitted request is never refused later and a
+ * failure is never refunded. Attempts still in flight are not yet counted: the failures a client
+ * can score at once are bounded by the quota plus its parallel attempts (give the route a
+ * `maxInFlight` to bound those). Counted in `onSend`, which runs for every response the route
+ * sends (errors too, and after the client went away), where `onResponse` may not run.
+ */
+export class FailureCount {
+  private readonly attempts = new WeakSet<FastifyRequest>()
+  private readonly quota: StackedQuota
+  private readonly failed: FailedResponse
+  private readonly cost: number
+  private readonly keyOf: (request: FastifyRequest) => string
+  private readonly log: FastifyBaseLogger
+  private readonly route: string
+  private failing = false
+
+  constructor (quota: StackedQuota, failed: FailedResponse, cost: number, keyOf: (request: FastifyRequest) => string, log: FastifyBaseLogger, route: string) {
+    this.quota = quota
+    this.failed = failed
+    this.cost = cost
+    this.keyOf = keyOf
+    this.log = log
+    this.route = route
+  }
+
+  /** The request passed the check: its response will say whether it failed. */
+  attempted (request: FastifyRequest): void {
+    this.attempts.add(request)
+  }
+
+  /** The route's response is being sent: a failure takes from the client's quota. */
+  sending (request: FastifyRequest, reply: FastifyReply): void {
+    if (!this.attempts.delete(request)) return
+    let failure: boolean
+    let key: string
+    try {
+      failure = this.failed(request, reply) === true
+      if (!failure) return
+      key = this.keyOf(request)
+    } catch (error) {
+      this.trouble(error, 'the failed() option or the key threw')
+      return
+    }
+    let recorded
+    try {
+      recorded = this.quota.record(key, this.cost)
+    } catch (error) {
+      this.trouble(error, 'the backend threw')
+      return
+    }
+    if (recorded === UNDECIDABLE) this.trouble(undefined, 'every tracked client has live state')
+    else if (typeof recorded === 'object') recorded.then(() => { this.failing = false }, (error: unknown) => { this.trouble(error, 'the backend could not record it') })
+    else this.failing = false
+  }
+
+  /** A failure that could not be counted: logged once until one is counted again. */
+  private trouble (error: unknown, why: string): void {
+    if (this.failing) return
+    this.failing = true
+    this.log.error({ route: this.route, err: error }, `fastify-admission: a failed response of ${this.route} was not counted (${why}); logging again once one is`)
+  }
+}

@@ -1,0 +1,94 @@
+import type { Policy } from '../core/rates/types.js'
+import type { BackendLimiter, StackLimiter, SynchronousDecisions, SynchronousStack, Verdict } from '../rates/backend.js'
+import type { RateDecision, StackDecision } from '../rates/decision.js'
+import { quotaOf } from './headers.js'
+import type { NamedPolicy } from './limits.js'
+
+/**
+ * A backend's stack as the gate's quota: the gate decides on it as on one limiter (one verdict,
+ * the largest wait), and the `RateLimit` headers list every policy from the stack's own numbers.
+ *
+ * `dry` (login throttling, `count: 'failures'`): the request's decision only checks for room and
+ * stores nothing; `record()` consumes, once the response shows a failure.
+ */
+export class StackedQuota implements BackendLimiter, SynchronousDecisions {
+  /** The first policy: what the logs name (`describePolicy`) when the backend fails. */
+  readonly policy: Readonly<Policy>
+  readonly stack: StackLimiter
+  readonly synchronous: SynchronousDecisions | undefined
+  /** The stack's synchronous decisions (memory), read for the headers right after `decide()`. */
+  readonly sync: SynchronousStack | undefined
+  readonly names: readonly string[]
+  readonly quotas: readonly number[]
+  private readonly dry: boolean
+
+  constructor (stack: StackLimiter, policies: readonly NamedPolicy[], dry: boolean) {
+    this.stack = stack
+    this.policy = policies[0]!.policy
+    this.names = policies.map((p) => p.name)
+    this.quotas = policies.map((p) => quotaOf(p.policy).quota)
+    this.dry = dry
+    this.sync = stack.synchronous
+    this.synchronous = this.sync === undefined ? undefined : this
+  }
+
+  /** `RateLimit-Policy`: every policy, by name (draft 10's list). */
+  policyHeader (): string {
+    const policies = this.stack.policies
+    return this.names.map((name, i) => {
+      const { quota, windowSeconds } = quotaOf(policies[i]!)
+      return `"${name}";q=${quota};w=${windowSeconds}`
+    }).join(', ')
+  }
+
+  /** `RateLimit` after a decision: the synchronous stack's numbers, or the decision's per policy. */
+  rateLimitHeader (now: number, decision?: StackDecision): string {
+    let value = ''
+    for (let i = 0; i < this.names.length; i++) {
+      const remaining = decision === undefined ? this.sync!.remaining[i]! : decision.policies[i]!.remaining
+      const resetAt = decision === undefined ? this.sync!.resetAt[i]! : decision.policies[i]!.resetAt
+      const quota = this.quotas[i]!
+      const r = remaining > quota ? quota : remaining > 0 ? remaining : 0
+      value += `${i === 0 ? '' : ', '}"${this.names[i]!}";r=${r};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+    }
+    return value
+  }
+
+  // SynchronousDecisions, over the stack's.
+  decide (identity: string, cost: number): Verdict {
+    return this.dry ? this.sync!.checkNow(identity, cost) : this.sync!.decide(identity, cost)
+  }
+
+  get remaining (): number {
+    let least = Number.POSITIVE_INFINITY
+    for (const r of this.sync!.remaining) if (r < least) least = r
+    return least
+  }
+
+  get retryAfterMs (): number { return this.sync!.retryAfterMs }
+  get decidedAt (): number { return this.sync!.decidedAt }
+
+  get resetAt (): number {
+    let latest = 0
+    for (const t of this.sync!.resetAt) if (t > latest) latest = t
+    return latest
+  }
+
+  // BackendLimiter, over the stack's.
+  consume (identity: string, cost: number): Promise<RateDecision> {
+    return this.dry ? this.stack.check(identity, cost) : this.stack.consume(identity, cost)
+  }
+
+  /** Consumes for a failure that the response showed (login throttling). */
+  record (identity: string, cost: number): Verdict | Promise<StackDecision> {
+    return this.sync === undefined ? this.stack.consume(identity, cost) : this.sync.decide(identity, cost)
+  }
+
+  state (identity: string): Promise<unknown> {
+    return this.stack.state(identity)
+  }
+
+  delete (identity: string): Promise<boolean> {
+    return this.stack.delete(identity)
+  }
+}
