@@ -70,7 +70,7 @@ export class AdmissionTierError extends AdmissionError {
   declare readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown, tiers: readonly string[]) {
-    super('ADMISSION_UNKNOWN_TIER', `Expected the \`tier\` function to return one of ${tiers.map((t) => JSON.stringify(t)).join(', ')}, got ${typeof value === 'string' ? 'another name' : `a ${value === null ? 'null' : typeof value}`}`)
+    super('ADMISSION_UNKNOWN_TIER', `Expected the \`tier\` function to return one of ${tiers.map((t) => JSON.stringify(t)).join(', ')}, got ${typeof value === 'string' ? 'another name' : value === undefined || value === null ? String(value) : `a ${typeof value}`}`)
     this.value = value
   }
 }

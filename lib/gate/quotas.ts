@@ -31,7 +31,9 @@ export class Quotas {
     const named: readonly NamedPolicy[] = isStack(limits) ? limits.policies : [{ name: 'default', policy: limits }]
     const backend = this.backend
     if (typeof backend.stack !== 'function') {
-      throw new AdmissionOptionError(path, `a single policy: the backend (kind ${JSON.stringify(backend.kind)}) has no stack(), which ${dry ? "count: 'failures'" : 'a list of policies'} needs`, dry && !isStack(limits) ? 'failures' : limits)
+      const why = `the backend (kind ${JSON.stringify(backend.kind)}) has no stack(), which`
+      if (dry) throw new AdmissionOptionError(path.replace(/rateLimit$/, 'count'), `'requests': ${why} count: 'failures' needs`, 'failures')
+      throw new AdmissionOptionError(path, `a single policy: ${why} a list of policies needs`, named.map((p) => p.policy))
     }
     return new StackedQuota(backend.stack(address, named.map((p) => p.policy)), named, dry)
   }

@@ -1,0 +1,40 @@
+// The backends the stacked-policy, tier and login-throttling tests run on: memory, and the shared
+// Redis (with a test clock, under a unique prefix per test, keys deleted afterwards) when one
+// answers — otherwise its tests are skipped with the reason. No tests here.
+import type { Test } from 'tap'
+import { memoryBackend, type RatesBackend } from '../../lib/index.js'
+import { testingRedisBackend } from '../../lib/backends/redis/redis-backend.js'
+import { deleteKeys, sharedRedis, uniquePrefix } from '../backends/redis/helpers.js'
+
+export interface TestBackend {
+  readonly name: string
+  /** The reason its tests are skipped, or false. */
+  readonly skip: string | false
+  /** A new backend whose clock is `clock`. */
+  make (t: Test, clock: () => number): RatesBackend
+}
+
+/** Memory, and Redis (skipped with the reason when none answers); the connection ends with `root`. */
+export async function limitBackends (root: Test): Promise<TestBackend[]> {
+  const shared = await sharedRedis()
+  if (!('skip' in shared)) root.teardown(() => { shared.redis.disconnect() })
+  return [
+    { name: 'memory', skip: false, make: (_t, clock) => memoryBackend({ clock }) },
+    {
+      name: 'redis',
+      skip: 'skip' in shared ? shared.skip : false,
+      make: (t, clock) => {
+        if ('skip' in shared) throw new Error(shared.skip)
+        const prefix = uniquePrefix('limits')
+        t.teardown(async () => { await deleteKeys(shared.redis, prefix) })
+        return testingRedisBackend({ client: shared.redis, prefix, timeoutMs: 1000 }, { now: clock })
+      }
+    }
+  ]
+}
+
+/** A clock the test moves by hand. */
+export function manualClock (start = 1_700_000_040_000): { now: () => number, advance: (ms: number) => void } {
+  let at = start
+  return { now: () => at, advance: (ms) => { at += ms } }
+}

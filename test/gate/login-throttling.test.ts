@@ -1,0 +1,145 @@
+// Login throttling (`count: 'failures'`): only failed responses take from the quota; a request is
+// admitted while there is room, taking nothing; a decision once made stays made (no refunds). On
+// memory and on Redis alike.
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
+import admission, { AdmissionOptionError, memoryBackend, type AdmissionRouteOptions, type RatesBackend } from '../../lib/index.js'
+import { limitBackends, manualClock } from './limits-backends.js'
+
+const BACKENDS = await limitBackends(t)
+
+const THREE = { algorithm: 'fixed-window', limit: 3, windowMs: 60_000 } as const
+
+async function loginApp (t: Test, backend: RatesBackend, route: AdmissionRouteOptions, options: object = {}): Promise<FastifyInstance> {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { backend, rateLimit: false, ...options })
+  app.post('/login', { config: { admission: route } }, async (request, reply) => {
+    const { user, password } = request.body as { user: string, password: string }
+    if (password === 'boom') throw new Error('database down')
+    if (password !== 'secret') return reply.code(401).send({ error: 'wrong password' })
+    return { user }
+  })
+  return app
+}
+
+const login = async (app: FastifyInstance, password: string, user = 'ann'): Promise<{ status: number, retry: unknown, limit: unknown }> => {
+  const r = await app.inject({ method: 'POST', url: '/login', payload: { user, password } })
+  return { status: r.statusCode, retry: r.headers['retry-after'], limit: r.headers.ratelimit }
+}
+
+// Failures counted at the response are written after it: a Redis round trip may still be on its way.
+const settle = async (): Promise<void> => { await new Promise((resolve) => setTimeout(resolve, 20)) }
+
+for (const kind of BACKENDS) {
+  t.test(`${kind.name}: successes take nothing; failures fill the quota; the wait is honest`, { skip: kind.skip }, async (t) => {
+    const clock = manualClock(1_700_000_040_000)
+    const backend = kind.make(t, clock.now)
+    const app = await loginApp(t, backend, { rateLimit: THREE, count: 'failures' })
+    for (let i = 0; i < 5; i++) t.equal((await login(app, 'secret')).status, 200, 'a success takes nothing')
+    t.same(await login(app, 'secret'), { status: 200, retry: undefined, limit: '"default";r=3;t=0' })
+    for (let i = 0; i < 3; i++) {
+      t.equal((await login(app, 'wrong')).status, 401)
+      await settle()
+    }
+    // Three failures: the next attempt is refused, even with the right password.
+    t.same(await login(app, 'secret'), { status: 429, retry: '60', limit: '"default";r=0;t=60' })
+    t.equal((await login(app, 'wrong')).status, 429, 'a refusal is no failure of the route')
+    clock.advance(59_999)
+    t.equal((await login(app, 'secret')).status, 429)
+    clock.advance(1)
+    t.equal((await login(app, 'secret')).status, 200, 'back at the full minute, the refusals added nothing')
+    t.match(app.admission.stats().routes['POST /login'], { admitted: 10, limited: 3 })
+  })
+
+  t.test(`${kind.name}: a success after failures refunds nothing; the registry resets a client`, { skip: kind.skip }, async (t) => {
+    const clock = manualClock(1_700_000_040_000)
+    const backend = kind.make(t, clock.now)
+    const app = await loginApp(t, backend, { rateLimit: THREE, count: 'failures' })
+    await login(app, 'wrong')
+    await login(app, 'wrong')
+    await settle()
+    t.equal((await login(app, 'secret')).limit, '"default";r=1;t=60')
+    await settle()
+    t.equal((await login(app, 'secret')).limit, '"default";r=1;t=60', 'still one left: no refund')
+    t.equal(await app.admission.registryOf('POST /login')!.delete('127.0.0.1'), true)
+    t.equal((await login(app, 'secret')).limit, '"default";r=3;t=0')
+  })
+}
+
+t.test('what counts as a failure: a 4xx by default, or the app\'s predicate; errors of the predicate are logged', async (t) => {
+  const byDefault = await loginApp(t, memoryBackend({ clock: manualClock().now }), { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, count: 'failures' })
+  t.equal((await login(byDefault, 'boom')).status, 500)
+  t.equal((await login(byDefault, 'boom')).status, 500, 'a 5xx is the server\'s fault, not a failed attempt')
+  t.equal((await login(byDefault, 'wrong')).status, 401)
+  t.equal((await login(byDefault, 'secret')).status, 429)
+
+  let calls = 0
+  const custom = await loginApp(t, memoryBackend({ clock: manualClock().now }), {
+    rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 },
+    count: 'failures',
+    failed: (_request, reply) => {
+      calls++
+      if (calls === 1) throw new Error('predicate bug')
+      return reply.statusCode >= 500
+    }
+  })
+  t.equal((await login(custom, 'boom')).status, 500, 'the predicate threw: logged, not counted')
+  t.equal((await login(custom, 'wrong')).status, 401, 'a 401 is no failure for this predicate')
+  t.equal((await login(custom, 'boom')).status, 500)
+  t.equal((await login(custom, 'secret')).status, 429)
+})
+
+t.test('a failure is counted when the key comes from the body, in preHandler', async (t) => {
+  const app = await loginApp(t, memoryBackend({ clock: manualClock().now }), { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, count: 'failures', hook: 'preHandler' }, {
+    key: (request: FastifyRequest) => `user:${(request.body as { user?: string } | undefined)?.user ?? ''}`
+  })
+  t.equal((await login(app, 'wrong', 'ann')).status, 401)
+  t.equal((await login(app, 'secret', 'ann')).status, 429, "ann's quota is full")
+  t.equal((await login(app, 'secret', 'bob')).status, 200, "bob's is not")
+})
+
+t.test('a failure the backend cannot record is logged once, and the route goes on', async (t) => {
+  const lines: string[] = []
+  const app = Fastify({ logger: { level: 'error', stream: { write: (line: string) => { lines.push(line) } } } })
+  t.teardown(() => app.close())
+  await app.register(admission, { rateLimit: false, backend: memoryBackend({ maxIdentities: 1, clock: manualClock().now }) })
+  // Both attempts are checked (each new client has room) before either fails: the first failure
+  // takes the one slot, the second finds every slot live.
+  let entered = 0
+  let release!: () => void
+  const bothIn = new Promise<void>((resolve) => { release = resolve })
+  app.post('/login', { config: { admission: { rateLimit: THREE, count: 'failures' } } }, async (_request, reply) => {
+    if (++entered === 2) release()
+    await bothIn
+    return reply.code(401).send('no')
+  })
+  const [a, b] = await Promise.all([
+    app.inject({ method: 'POST', url: '/login', remoteAddress: '10.0.0.1' }),
+    app.inject({ method: 'POST', url: '/login', remoteAddress: '10.0.0.2' })
+  ])
+  t.same([a.statusCode, b.statusCode], [401, 401])
+  t.equal(lines.length, 1)
+  t.match(JSON.parse(lines[0]!), { route: 'POST /login', msg: /a failed response of POST \/login was not counted \(every tracked client has live state\)/ })
+  // A new client is now refused at the check, as the backend cannot track it (503, onBackendError).
+  t.equal((await app.inject({ method: 'POST', url: '/login', remoteAddress: '10.0.0.3' })).statusCode, 503)
+})
+
+t.test('count and failed are checked at registration', async (t) => {
+  const invalid: Array<[AdmissionRouteOptions | object, object, string, RegExp]> = [
+    [{ count: 'errors' }, {}, 'count', /'requests' or 'failures'/],
+    [{ failed: () => true }, {}, 'failed', /absent unless count is 'failures'/],
+    [{ count: 'failures', failed: async () => true }, {}, 'failed', /a synchronous function/],
+    [{ count: 'failures', failed: 1 }, {}, 'failed', /a synchronous function/],
+    [{ count: 'failures', rateLimit: false }, {}, 'count', /where there is no rate limit/],
+    [{ count: 'failures' }, { rateLimit: { tiers: { a: THREE }, tier: () => 'a' } }, 'count', /with tiers/],
+    [{ count: 'failures', groupId: 'g' }, {}, 'count', /with a groupId/]
+  ]
+  for (const [route, options, key, message] of invalid) {
+    const app = Fastify()
+    await app.register(admission, options)
+    app.post('/login', { config: { admission: route as AdmissionRouteOptions } }, async () => 'ok')
+    await t.rejects(async () => { await app.ready() }, { constructor: AdmissionOptionError, path: `config.admission of POST /login.${key}`, message }, key)
+    await app.close()
+  }
+})
