@@ -68,6 +68,15 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     bucketClock.advance(334)
     t.same(await statuses(bucket, 2), [200, 429], 'a token back after windowMs / limit')
 
+    // `max` as a function of the request: tiers declared at registration, one picked per request.
+    const tiered = await appWith({
+      rateLimit: { tiers: { anonymous: { limit: 1, windowMs: 60_000 }, keyed: { limit: 3, windowMs: 60_000 } }, tier: (request) => request.headers['x-api-key'] === undefined ? 'anonymous' : 'keyed' },
+      backend: memoryBackend({ clock: clockAt(15_000).now })
+    })
+    t.teardown(() => tiered.close())
+    t.same(await statuses(tiered, 2), [200, 429], 'max 1 without a key')
+    t.same(await statuses(tiered, 4, '/', { 'x-api-key': 'k' }), [200, 200, 200, 429], 'max 3 with one')
+
     // fixed-window: @fastify/rate-limit's contract — `limit` per window, nothing until the next one.
     const windowClock = clockAt(20_000)
     const fixed = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 3, windowMs: 1_000 }, backend: memoryBackend({ clock: windowClock.now }) })
