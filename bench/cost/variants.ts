@@ -58,6 +58,13 @@ const once = { limit: 1, windowMs: HOUR }
 const ALLOW_LIST = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '2001:db8::/32', 'fc00::/7', '198.51.100.7', '203.0.113.0/24',
   'ops-1', 'ops-2', 'ops-3', 'ops-4', 'monitor', 'backup', 'ci', 'health']
 
+// Two stacked policies (issue 12 §4): a per-second and a per-day quota, decided as one.
+const hugeStack = [huge, { limit: 1e9, windowMs: 86_400_000, name: 'daily' }]
+const onceStack = [once, { limit: 1e9, windowMs: 86_400_000, name: 'daily' }]
+const builder = (_request: FastifyRequest, context: { statusCode: number, after: string }): object => ({ statusCode: context.statusCode, error: 'Too Many Requests', message: `retry in ${context.after}` })
+// Every parity feature that is per request on at once: a builder, an allow list (the client not on it), two stacked policies.
+const featuresOn = (stack: object[]) => (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: stack as never, key: byHeader, allowList: ALLOW_LIST, errorResponseBuilder: builder })
+
 const admit = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader })
 const refuse = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader })
 // `cache` at least the load's clients (the default, 5000, holds them all).
@@ -123,6 +130,11 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'refuse-builder', description: 'fastify-admission refusing (429) through errorResponseBuilder (a plain object, the default error handler)', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, errorResponseBuilder: (_request, context) => ({ statusCode: context.statusCode, error: 'Too Many Requests', message: `retry in ${context.after}` }) }) },
   { name: 'refuse-problem', description: "fastify-admission refusing (429), responseBody: 'problem'", status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, responseBody: 'problem' }) },
   { name: 'shadow', description: 'fastify-admission over the quota with enforce: false (answered 200, counted)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, enforce: false }) },
+  { name: 'admit-stacked', description: 'fastify-admission admitting, two stacked policies (per second and per day)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: hugeStack as never, key: byHeader }) },
+  { name: 'refuse-stacked', description: 'fastify-admission refusing (429), two stacked policies', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: onceStack as never, key: byHeader }) },
+  { name: 'admit-features', description: 'fastify-admission admitting with an errorResponseBuilder, an allowList (client not on it) and two stacked policies', status: 200, byDefault: false, setup: featuresOn(hugeStack) },
+  { name: 'refuse-features', description: 'fastify-admission refusing (429) with an errorResponseBuilder, an allowList and two stacked policies', status: 429, byDefault: false, setup: featuresOn(onceStack) },
+  { name: 'admit-tiers', description: 'fastify-admission admitting, tiers (two, one policy each) picked by a header', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: { tiers: { free: huge, pro: { limit: 2e9, windowMs: 60_000 } }, tier: (request: FastifyRequest) => request.headers['x-plan'] === 'pro' ? 'pro' : 'free' } as never, key: byHeader }) },
   { name: 'node-http', description: 'node:http alone, no Fastify (load + HTTP server floor)', status: 200, server: 'http' },
   { name: 'load-only', description: 'canned reply on node:net, no HTTP server (the load and sockets alone)', status: 200, server: 'net' }
 ]

@@ -31,7 +31,8 @@ let handled = 0
 let wasted = 0
 
 const app = Fastify({ logger: false })
-await overloadVariant(name).register(app, { model: settings.model, goodMaxInFlight: settings.goodMaxInFlight })
+const variant = overloadVariant(name)
+await variant.register(app, { model: settings.model, goodMaxInFlight: settings.goodMaxInFlight })
 const handler = settings.model === 'cpu'
   ? (request: FastifyRequest, reply: FastifyReply): void => {
       spin(settings.cpuMs)
@@ -46,9 +47,11 @@ const handler = settings.model === 'cpu'
     return reply.send('ok')
   }
 app.get('/', handler)
-// The priorities scenario's two streams (other variants ignore the route config).
-app.get('/sheddable', { config: { admission: { priority: 'sheddable' } } }, handler)
-app.get('/critical', { config: { admission: { priority: 'critical' } } }, handler)
+// The priorities scenario's two streams (variants without this plugin ignore the route config;
+// one without its in-flight gate would refuse a priority, so gets none).
+const priority = (name: 'sheddable' | 'critical'): object => variant.noInFlightGate === true ? {} : { config: { admission: { priority: name } } }
+app.get('/sheddable', priority('sheddable'), handler)
+app.get('/critical', priority('critical'), handler)
 await app.listen({ host: '127.0.0.1', port: 0 })
 const address = app.server.address()
 if (address === null || typeof address === 'string') throw new Error('no TCP address')

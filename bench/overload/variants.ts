@@ -16,6 +16,8 @@ export interface OverloadVariant {
   readonly name: string
   readonly description: string
   readonly register: (app: FastifyInstance, ctx: VariantContext) => PromiseLike<unknown> | void
+  /** The plugin without an in-flight gate: a route's `priority` is refused there (it orders that gate). */
+  readonly noInFlightGate?: true
 }
 
 export const VARIANTS: readonly OverloadVariant[] = [
@@ -25,9 +27,9 @@ export const VARIANTS: readonly OverloadVariant[] = [
   { name: 'admission-good', description: 'fastify-admission, maxInFlight picked by the sweep', register: (app, ctx) => app.register(admission, { maxInFlight: ctx.goodMaxInFlight, rateLimit: false }) },
   { name: 'admission-256', description: 'fastify-admission, maxInFlight 256 (too high)', register: (app) => app.register(admission, { maxInFlight: 256, rateLimit: false }) },
   { name: 'admission-adaptive', description: 'fastify-admission, maxInFlight { adaptive: true } (no tuning)', register: (app) => app.register(admission, { maxInFlight: { adaptive: true }, rateLimit: false }) },
-  { name: 'admission-codel', description: 'fastify-admission, queueDelay: true (CoDel on the event-loop delay, no tuning)', register: (app) => app.register(admission, { queueDelay: true, rateLimit: false }) },
+  { name: 'admission-codel', description: 'fastify-admission, queueDelay: true (CoDel on the event-loop delay, no tuning)', register: (app) => app.register(admission, { queueDelay: true, rateLimit: false }), noInFlightGate: true },
   { name: 'admission-auto', description: 'fastify-admission, the no-tuning overload mode: maxInFlight { adaptive: true } and queueDelay: true', register: (app) => app.register(admission, { maxInFlight: { adaptive: true }, queueDelay: true, rateLimit: false }) },
-  { name: 'admission-up', description: 'fastify-admission, pressure as up-tuned (maxEventLoopDelay 50, maxEventLoopUtilization 0.98)', register: (app) => app.register(admission, { pressure: { maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98 }, rateLimit: false }) }
+  { name: 'admission-up', description: 'fastify-admission, pressure as up-tuned (maxEventLoopDelay 50, maxEventLoopUtilization 0.98)', register: (app) => app.register(admission, { pressure: { maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98 }, rateLimit: false }), noInFlightGate: true }
 ]
 
 /** The variant the sweep runs with each candidate `maxInFlight` as `goodMaxInFlight`. */
