@@ -1,6 +1,6 @@
 import type { BackendLimiter } from '../rates/backend.js'
 import { describeLimits } from './policy-text.js'
-import { sameLimits, type Limits, type StackLimits } from './limits.js'
+import { sameLimits, type StackLimits } from './limits.js'
 import type { Policy } from '../core/rates/types.js'
 import { AdmissionOptionError } from './errors.js'
 import type { Quotas } from './quotas.js'
@@ -26,7 +26,7 @@ export class Groups {
       this.opened.set(groupId, { limiter, policy, route })
       return limiter
     }
-    if (!sameLimits(group.policy as Limits, policy)) {
+    if (!sameLimits(group.policy, policy)) {
       throw new AdmissionOptionError(path, `a route of group "${groupId}" with its policy, ${describeLimits(group.policy)} (set by ${group.route}); give every route of a group the same rateLimit`, groupId, { got: `${JSON.stringify(groupId)} with ${describeLimits(policy)}` })
     }
     return group.limiter

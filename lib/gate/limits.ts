@@ -128,9 +128,8 @@ export function capacityOfLimits (limits: Limits): number {
   return Math.min(...policiesOf(limits).map(capacityOf))
 }
 
-/** Whether two limits are the same quota (groups check that every route of one agrees). */
-export function sameLimits (a: Limits, b: Limits): boolean {
-  if (isTiers(a) || isTiers(b)) return a === b
+/** Whether two limits (not tiers: a group cannot have them) are the same quota (groups check that every route of one agrees). */
+export function sameLimits (a: Readonly<Policy> | StackLimits, b: Readonly<Policy> | StackLimits): boolean {
   if (isStack(a) !== isStack(b)) return false
   if (!isStack(a)) return samePolicy(a, b as Policy)
   const other = (b as StackLimits).policies

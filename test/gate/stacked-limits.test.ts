@@ -95,7 +95,9 @@ t.test('a list of one is the single policy; names, twins and sizes are checked a
     [[{ limit: 1, windowMs: 1000 }, { limit: 2, windowMs: 1000 }], 'rateLimit[1].name', /a name no other policy of the list has/],
     [[{ limit: 1, windowMs: 1000, name: 'Upper' }], 'rateLimit[0].name', /a lowercase letter/],
     [[{ limit: 1, windowMs: 1000, name: 7 }], 'rateLimit[0].name', /a name of 1 to 64/],
-    [[{ limit: 0, windowMs: 1000 }], 'rateLimit[0].limit', /positive/]
+    [[{ limit: 0, windowMs: 1000 }], 'rateLimit[0].limit', /positive/],
+    [[null], 'rateLimit[0]', /a plain object/],
+    [[[1]], 'rateLimit[0]', /a plain object/]
   ]
   for (const [value, path, message] of cases) {
     const error = await register(value)

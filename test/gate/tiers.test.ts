@@ -50,7 +50,7 @@ t.test('a tier the function does not declare, or a function that throws: 500 wit
   t.teardown(() => app.close())
   await app.register(admission, {
     maxInFlight: 1,
-    rateLimit: { tiers: { free: { limit: 5, windowMs: 1000 } }, tier: (request) => { if (request.headers['x-boom'] !== undefined) throw new Error('boom'); return plan(request) } }
+    rateLimit: { tiers: { free: { limit: 5, windowMs: 1000 } }, tier: (request) => { if (request.headers['x-boom'] !== undefined) throw new Error('boom'); return request.headers['x-plan'] as string } }
   })
   app.get('/', async () => 'ok')
   const gold = await app.inject({ url: '/', headers: { 'x-plan': 'gold' } })
@@ -59,8 +59,11 @@ t.test('a tier the function does not declare, or a function that throws: 500 wit
   t.notMatch(gold.body, /gold/, 'the value, from the request, is not echoed')
   const boom = await app.inject({ url: '/', headers: { 'x-boom': '1' } })
   t.equal(boom.statusCode, 500)
-  t.equal(app.admission.stats().inFlight, 0, 'both gave their permit back')
-  t.equal((await app.inject('/')).statusCode, 200)
+  const none = await app.inject('/')
+  t.equal(none.statusCode, 500)
+  t.match(none.json(), { code: 'ADMISSION_UNKNOWN_TIER', message: /got undefined$/ })
+  t.equal(app.admission.stats().inFlight, 0, 'each gave its permit back')
+  t.equal((await app.inject({ url: '/', headers: { 'x-plan': 'free' } })).statusCode, 200)
   const error = new AdmissionTierError(undefined, ['a', 'b'])
   t.equal(error.message, 'Expected the `tier` function to return one of "a", "b", got undefined')
   t.equal(new AdmissionTierError(null, ['a']).message, 'Expected the `tier` function to return one of "a", got null')
@@ -95,6 +98,8 @@ t.test('tiers are checked at registration', async (t) => {
     [{ tiers: { free: { limit: 1, windowMs: 1 } }, tier: async () => 'free' }, 'rateLimit.tier', /a synchronous function/],
     [{ tiers: {}, tier: plan }, 'rateLimit.tiers', /1 to 32 tiers/],
     [{ tiers: [], tier: plan }, 'rateLimit.tiers', /an object of tiers by name/],
+    [{ tiers: null, tier: plan }, 'rateLimit.tiers', /an object of tiers by name/],
+    [{ tiers: Object.fromEntries(Array.from({ length: 33 }, (_, i) => [`t${i}`, { limit: 1, windowMs: 1 }])), tier: plan }, 'rateLimit.tiers', /1 to 32 tiers/],
     [{ tiers: { Free: { limit: 1, windowMs: 1 } }, tier: plan }, 'rateLimit.tiers.Free', /a tier named as/],
     [{ tiers: { a: { tiers: {}, tier: plan } }, tier: plan }, 'rateLimit.tiers.a', /tiers do not nest/],
     [{ tiers: { a: { limit: -1, windowMs: 1 } }, tier: plan }, 'rateLimit.tiers.a.limit', /positive/],
@@ -111,4 +116,9 @@ t.test('tiers are checked at registration', async (t) => {
   await app.register(admission, { rateLimit: false })
   app.get('/g', { config: { admission: { groupId: 'g', rateLimit: TIERS as never } } }, async () => 'ok')
   await t.rejects(async () => { await app.ready() }, { path: 'config.admission of GET /g.groupId', message: /absent where the rate limit has tiers/ })
+  const costly = Fastify()
+  t.teardown(() => costly.close())
+  await costly.register(admission, { rateLimit: TIERS as never })
+  costly.get('/c', { config: { admission: { cost: 2 } } }, async () => 'ok')
+  await t.rejects(async () => { await costly.ready() }, { path: 'config.admission of GET /c.cost', message: /at most the policy's capacity \(1, the least of its policies'\)/ })
 })
