@@ -28,7 +28,7 @@ const least = (xs: readonly number[]): number => xs.reduce((a, b) => Math.min(a,
 t.test('options: the defaults, overrides on top, frozen', async (t) => {
   t.same(o, {
     initial: 20, min: 1, max: 1000, tolerance: 1.5, smoothing: 0.2, fastWeight: 0.1, queueSize: 0,
-    utilization: 0.5, probeIntervalMs: 10_000, probeRatio: 0.5, probeSamples: 5, probeMaxMs: 1000
+    utilization: 0.5, probeIntervalMs: 2_000, probeRatio: 0.5, probeSamples: 5, probeMaxMs: 1000
   })
   const mine = adaptiveLimitOptions({ max: 50, tolerance: 2 })
   t.equal(mine.max, 50)
@@ -172,12 +172,14 @@ t.test('a downstream 4x slower: the limit halves within 15 samples, at most one 
 })
 
 t.test('recovery after a short slowdown: the baseline never moved, the limit climbs back within 100 samples', async (t) => {
-  const warm = simulate(newAdaptiveLimit(o, 0), o, [loaded(20_000, 10)])
+  // A slowdown shorter than the probe interval (10 s here, so that 500 slow samples fit in it).
+  const o10 = adaptiveLimitOptions({ probeIntervalMs: 10_000 })
+  const warm = simulate(newAdaptiveLimit(o10, 0), o10, [loaded(20_000, 10)])
   const before = warm.at(-1)!
-  const slow = simulate(before.state, o, [loaded(500, 40)], before.now)
+  const slow = simulate(before.state, o10, [loaded(500, 40)], before.now)
   t.ok(slow.at(-1)!.state.limit < 10, 'the limit fell')
   t.equal(slow.at(-1)!.state.baseline, 10, 'no probe yet')
-  const fast = simulate(slow.at(-1)!.state, o, [loaded(5000, 10)], slow.at(-1)!.now)
+  const fast = simulate(slow.at(-1)!.state, o10, [loaded(5000, 10)], slow.at(-1)!.now)
   const back = limits(fast).findIndex((l) => l >= before.state.limit - 2)
   t.ok(back >= 0 && back < 100, `back to ${before.state.limit - 2} after ${back + 1} samples`)
   t.ok(most(limits(fast)) <= 1.25 * equilibrium, 'it overshoots by at most a quarter')
