@@ -117,7 +117,7 @@ const RL = { limit: 10, windowMs: 1000, burst: 5 }
 // What a route's settings hold beyond the gate's numbers, when it sets none of it.
 const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined }
 /** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
-const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST }
+const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined }
 
 // ---------------------------------------------------------------------------------------------
 // validateOptions
@@ -361,9 +361,13 @@ t.test('rateLimit: a plain object or false', async (t) => {
   t.equal(validateOptions({ rateLimit: undefined }).rateLimit, DEFAULT_RATE_LIMIT)
   class Limit { limit = 1; windowMs = 1 }
   const limit = new Limit()
-  for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['100/min', "'100/min' (string)"], [[1, 1000], '[ 1, 1000 ]'], [limit, 'Limit { limit: 1, windowMs: 1 }'], [Object.create({ limit: 1, windowMs: 1 }), '{}']] as Bad[]) {
+  for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['100/min', "'100/min' (string)"], [limit, 'Limit { limit: 1, windowMs: 1 }'], [Object.create({ limit: 1, windowMs: 1 }), '{}']] as Bad[]) {
     rateRejected(t, value, 'rateLimit', value, `Expected \`rateLimit\` to be ${POLICY_SHAPE}, got ${shown}`)
   }
+  // A list is a stack of policies: each item is a policy.
+  const item = thrown(() => validateOptions({ rateLimit: [1, 1000] })) as AdmissionOptionError
+  t.equal(item.path, 'rateLimit[0]')
+  t.equal(item.message, `Expected \`rateLimit[0]\` to be ${POLICY_SHAPE}, got 1 (number)`)
   // limit and windowMs are required.
   rateRejected(t, {}, 'rateLimit.limit', undefined, 'Expected `rateLimit.limit` to be a positive safe integer, got undefined (undefined)')
   rateRejected(t, { limit: 5 }, 'rateLimit.windowMs', undefined, 'Expected `rateLimit.windowMs` to be a positive safe integer, got undefined (undefined)')
@@ -735,7 +739,7 @@ t.test('route: the value must be false or a plain object', async (t) => {
   for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['off', "'off' (string)"], [[], '[]'], [instance, 'Admission'], [() => ({}), '[Function (anonymous)] (function)']] as Bad[]) {
     routeRejected(t, value, '', value, shown)
   }
-  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, priority?, groupId? } or false')
+  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, priority?, groupId?, count?, failed? } or false')
 })
 
 t.test('route: unknown keys, including plugin-only options and register keys', async (t) => {
