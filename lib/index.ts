@@ -21,9 +21,9 @@ export { memoryBackend, MemoryBackend } from './backends/memory/memory-backend.j
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js'
 export { redisBackend, RedisBackend } from './backends/redis/redis-backend.js'
 export type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient, RedisBackendOptions, RedisClientShape, RedisDenyCacheOptions, RedisScriptClient } from './backends/redis/redis-backend.js'
-export type { RatesBackend, BackendLimiter } from './rates/backend.js'
-export type { RateDecision, RateAllowed, RateDenied } from './rates/decision.js'
-export type { Rates, RatesScope, RateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'
+export type { RatesBackend, BackendLimiter, StackLimiter } from './rates/backend.js'
+export type { RateDecision, RateAllowed, RateDenied, StackDecision, PolicyOutcome } from './rates/decision.js'
+export type { Rates, RatesScope, RateLimiter, StackedRateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'
 export type { Algorithm, Policy } from './core/rates/types.js'
 export {
   RatesError,
