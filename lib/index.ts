@@ -24,7 +24,7 @@ export { redisBackend, RedisBackend } from './backends/redis/redis-backend.js'
 export type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient, RedisBackendOptions, RedisClientShape, RedisDenyCacheOptions, RedisScriptClient } from './backends/redis/redis-backend.js'
 export type { RatesBackend, BackendLimiter, StackLimiter } from './rates/backend.js'
 export type { RateDecision, RateAllowed, RateDenied, StackDecision, PolicyOutcome } from './rates/decision.js'
-export type { Rates, RatesScope, RateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'
+export type { Rates, RatesScope, RateLimiter, StackedRateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'
 export type { Algorithm, Policy } from './core/rates/types.js'
 export {
   RatesError,

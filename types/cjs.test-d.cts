@@ -33,6 +33,10 @@ async function main (): Promise<void> {
   const send: admission.RateLimiter = app.rates.use('send', { algorithm: 'fixed-window', limit: 1, windowMs: 1_000 })
   const decision: admission.RateDecision = await send.consume('user-1')
   void decision.remaining
+  const limits: admission.StackedRateLimiter = app.rates.use('limits', [{ algorithm: 'gcra', limit: 10, windowMs: 1_000 }, { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 }])
+  const stacked: admission.StackDecision = await limits.check('user-1')
+  const outcome: admission.PolicyOutcome | undefined = stacked.policies[0]
+  void outcome
   const stats: admission.AdmissionStats = app.admission.stats()
   void stats.inFlight
 
@@ -43,7 +47,7 @@ async function main (): Promise<void> {
       const code: admission.RatesErrorCode = error.code
       void code
     }
-    if (error instanceof RatesPolicyConflictError) void error.existing.algorithm
+    if (error instanceof RatesPolicyConflictError && 'algorithm' in error.existing) void error.existing.algorithm
     const typed: admission.RatesError | undefined = error instanceof admission.RatesError ? error : undefined
     void typed
   }

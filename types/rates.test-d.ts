@@ -4,9 +4,16 @@ import admission, {
   memoryBackend,
   RatesError,
   RatesPolicyConflictError,
+  type PolicyOutcome,
+  type Policy,
   type RateDecision,
   type RateLimiter,
-  type RatesErrorCode
+  type RatePolicy,
+  type RatesBackend,
+  type RatesErrorCode,
+  type StackDecision,
+  type StackedRateLimiter,
+  type StackLimiter
 } from 'fastify-admission'
 
 const app = Fastify()
@@ -47,5 +54,48 @@ try {
     const code: RatesErrorCode = error.code
     void code
   }
-  if (error instanceof RatesPolicyConflictError) void error.existing.algorithm
+  if (error instanceof RatesPolicyConflictError) {
+    // A policy, or a stack's list of them.
+    const existing = error.existing
+    if ('algorithm' in existing) void existing.algorithm
+    else void existing[0]?.algorithm
+    // @ts-expect-error it may be a list
+    void error.requested.algorithm
+  }
 }
+
+// Stacks: several policies on one quota, all consume or none does.
+const perSecond: RatePolicy = { algorithm: 'token-bucket', limit: 10, windowMs: 1_000 }
+const limits: StackedRateLimiter = app.rates.use('api', [perSecond, { algorithm: 'fixed-window', limit: 10_000, windowMs: 86_400_000 }])
+app.rates.global.use('egress', [perSecond])
+const list: readonly RatePolicy[] = [perSecond]
+const fromList: StackedRateLimiter = app.rates.use('from-list', list)
+void fromList
+const stackPolicies: readonly Readonly<Policy>[] = limits.policies
+void stackPolicies
+const stacked: StackDecision = await limits.consume({ userId: 'u1' }, { cost: 2 })
+const checked: StackDecision = await limits.check('u1')
+void checked
+const each: readonly PolicyOutcome[] = stacked.policies
+const first: boolean = each[0]!.allowed
+void first
+if (stacked.denied) {
+  const wait: number = stacked.retryAfterMs
+  void wait
+}
+const asDecision: RateDecision = stacked
+void asDecision
+// @ts-expect-error a single limiter has no check (stack one policy for that)
+void send.check
+// @ts-expect-error a single limiter's decision has no per-policy outcomes
+void decision.policies
+// @ts-expect-error policies are policy objects
+app.rates.use('x', [{ algorithm: 'gcra' }])
+// @ts-expect-error a stack's cost is a number too
+await limits.check('u', { cost: '1' })
+
+// A custom backend may offer stacks.
+declare const stackLimiter: StackLimiter
+const withStacks: RatesBackend = { kind: 'custom', limiter: () => { throw new Error('unused') }, stack: () => stackLimiter, stop: async () => {} }
+const withoutStacks: RatesBackend = { kind: 'custom', limiter: () => { throw new Error('unused') }, stop: async () => {} }
+void withStacks; void withoutStacks

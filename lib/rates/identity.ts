@@ -136,12 +136,13 @@ function dataValue (path: string, descriptor: PropertyDescriptor): unknown {
 
 /**
  * A request's cost: `undefined` is 1; otherwise a positive safe integer at most `capacity` (the
- * policy's capacity, see `capacityOf()`), else `RatesInvalidArgumentError` at path `cost`.
+ * policy's capacity, see `capacityOf()`; for a stack, the smallest of its policies', which
+ * `capacityName` says), else `RatesInvalidArgumentError` at path `cost`.
  */
-export function validateCost (cost: unknown, capacity: number): number {
+export function validateCost (cost: unknown, capacity: number, capacityName = "the policy's capacity"): number {
   if (cost === undefined) return 1
   if (!isPositiveSafeInteger(cost) || cost > capacity) {
-    throw new RatesInvalidArgumentError('cost', `a positive safe integer at most the policy's capacity (${capacity})`, cost)
+    throw new RatesInvalidArgumentError('cost', `a positive safe integer at most ${capacityName} (${capacity})`, cost)
   }
   return cost
 }

@@ -1,10 +1,16 @@
 import type { Algorithm, Policy } from '../core/rates/types.js'
-import type { BackendLimiter, RatesBackend } from './backend.js'
+import type { BackendLimiter, RatesBackend, StackLimiter } from './backend.js'
+import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { RateDecision } from './decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError } from './errors.js'
 import { encodeIdentity, validateCost, wellFormed } from './identity.js'
+import { sameStack } from './limiter-map.js'
 import { capacityOf, normalizePolicy, samePolicy } from './policy.js'
-import { exactObject } from '../validation/checks.js'
+import { normalizePolicies } from './policy-stack.js'
+import { StackedLimiter, type StackedRateLimiter } from './stacked-limiter.js'
+
+export type { ConsumeOptions } from './consume-options.js'
+export type { StackedRateLimiter } from './stacked-limiter.js'
 
 export type IdentityPrimitive = string | number | bigint | boolean
 /** A primitive, a tuple of at most 16 primitives, or a plain record of at most 16 primitive fields. */
@@ -18,11 +24,10 @@ export interface RatePolicy {
   burst?: number
 }
 
-export interface ConsumeOptions {
-  /** Units this call takes: a positive safe integer at most the policy's capacity (default 1). */
-  cost?: number
-}
-
+/**
+ * One policy on one quota. It has no `check`: its quota lives at `RatesBackend.limiter`, whose
+ * contract only consumes; stack the one policy (`use(name, [policy])`) to check without consuming.
+ */
 export interface RateLimiter {
   readonly name: string
   readonly policy: Readonly<Policy>
@@ -33,6 +38,11 @@ export interface RateLimiter {
 export interface RatesScope {
   /** A limiter whose quota belongs to the calling plugin (Fastify encapsulation context). */
   use (name: string, policy: RatePolicy): RateLimiter
+  /**
+   * A stack: 1 to 8 different policies on one quota, decided as one (all consume or none does),
+   * in this order. Needs a backend with stacks (`RatesBackend.stack`).
+   */
+  use (name: string, policies: readonly RatePolicy[]): StackedRateLimiter
 }
 
 export interface Rates extends RatesScope {
@@ -100,49 +110,84 @@ class Limiter implements RateLimiter {
   }
 }
 
-const CONSUME_OPTIONS = { keys: ['cost'], expected: 'an object { cost? }', options: true }
+type Handle = Limiter | StackedLimiter
 
-function costOption (options: unknown): unknown {
-  if (options === undefined) return undefined
-  return exactObject(RatesInvalidArgumentError.complain, 'options', options, CONSUME_OPTIONS).cost
+/** What a handle's quota has: its policy, or its stack's list. */
+function quotaOf (handle: Handle): Readonly<Policy> | readonly Readonly<Policy>[] {
+  return handle instanceof Limiter ? handle.policy : handle.policies
 }
 
 /**
  * The limiters of one caller (or of the global scope, seen from one caller). `address` prefixes
- * every quota's address in the backend. The same name with the same normalized policy gives the
- * same handle; with another policy, `RatesPolicyConflictError`.
+ * every quota's address in the backend. The same name with the same normalized policy (or list of
+ * policies) gives the same handle; with another one, or a list where a policy was, or the reverse,
+ * `RatesPolicyConflictError`.
  */
 export class Scope implements RatesScope {
   private readonly runtime: RatesRuntime
   private readonly address: string
-  private readonly handles = new Map<string, Limiter>()
+  private readonly handles = new Map<string, Handle>()
 
   constructor (runtime: RatesRuntime, address: string) {
     this.runtime = runtime
     this.address = address
   }
 
-  use (name: string, policy: RatePolicy): RateLimiter {
+  use (name: string, policy: RatePolicy): RateLimiter
+  use (name: string, policies: readonly RatePolicy[]): StackedRateLimiter
+  use (name: string, policy: RatePolicy | readonly RatePolicy[]): RateLimiter | StackedRateLimiter {
     if (this.runtime.isStopped) throw new RatesStoppedError(typeof name === 'string' ? name : undefined)
     const checked = checkName(name)
-    const normalized = normalizePolicy(policy)
-    const existing = this.handles.get(checked)
+    // A list is a stack; anything else is checked as one policy, and its errors name `policy`.
+    return Array.isArray(policy) ? this.stack(checked, normalizePolicies(policy)) : this.single(checked, normalizePolicy(policy))
+  }
+
+  private single (name: string, policy: Readonly<Policy>): Limiter {
+    const existing = this.handles.get(name)
     if (existing !== undefined) {
-      if (!samePolicy(existing.policy, normalized)) throw new RatesPolicyConflictError(checked, existing.policy, normalized)
-      return existing
+      if (existing instanceof Limiter && samePolicy(existing.policy, policy)) return existing
+      throw new RatesPolicyConflictError(name, quotaOf(existing), policy)
     }
     let target: BackendLimiter
     try {
-      target = this.runtime.backend.limiter(`${this.address}#${encodeURIComponent(checked)}`, normalized)
+      target = this.runtime.backend.limiter(this.addressOf(name), policy)
     } catch (error) {
-      // The backend names the quota by its address; the caller knows it by its name.
-      if (error instanceof RatesPolicyConflictError) throw new RatesPolicyConflictError(checked, error.existing, error.requested)
-      throw error
+      throw named(name, error)
     }
-    const limiter = new Limiter(this.runtime, checked, normalized, target)
-    this.handles.set(checked, limiter)
+    const limiter = new Limiter(this.runtime, name, policy, target)
+    this.handles.set(name, limiter)
     return limiter
   }
+
+  private stack (name: string, policies: readonly Readonly<Policy>[]): StackedLimiter {
+    const existing = this.handles.get(name)
+    if (existing !== undefined) {
+      if (existing instanceof StackedLimiter && sameStack(existing.policies, policies)) return existing
+      throw new RatesPolicyConflictError(name, quotaOf(existing), policies)
+    }
+    const backend = this.runtime.backend
+    if (backend.stack === undefined) {
+      throw new RatesInvalidArgumentError('policies', `a single policy: the ${JSON.stringify(backend.kind)} backend has no stacks (RatesBackend.stack)`, policies)
+    }
+    let target: StackLimiter
+    try {
+      target = backend.stack(this.addressOf(name), policies)
+    } catch (error) {
+      throw named(name, error)
+    }
+    const stacked = new StackedLimiter(this.runtime, name, policies, target)
+    this.handles.set(name, stacked)
+    return stacked
+  }
+
+  private addressOf (name: string): string {
+    return `${this.address}#${encodeURIComponent(name)}`
+  }
+}
+
+/** The backend names the quota by its address; the caller knows it by its name. */
+function named (name: string, error: unknown): unknown {
+  return error instanceof RatesPolicyConflictError ? new RatesPolicyConflictError(name, error.existing, error.requested) : error
 }
 
 export const GLOBAL_ADDRESS = 'global'

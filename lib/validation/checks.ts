@@ -48,24 +48,33 @@ export function optionalFunction<F> (complain: Complain, path: string, value: un
 }
 
 /**
- * The strings of an exact array (no Proxy, no other prototype, no holes, no accessors, nothing but
- * its indices and `length`), read through their descriptors like `exactObject`'s fields; at most `max` of them.
+ * The items of an exact array (no Proxy, no other prototype, no holes, no accessors, nothing but
+ * its indices and `length`), read through their descriptors like `exactObject`'s fields, so that
+ * no getter runs; at most `max` of them. The caller checks each item under `path[i]`.
  */
-export function stringList (complain: Complain, path: string, value: unknown, expected: string, max: number): string[] {
+export function exactList (complain: Complain, path: string, value: unknown, expected: string, max: number): unknown[] {
   if (!Array.isArray(value) || types.isProxy(value) || Object.getPrototypeOf(value) !== Array.prototype) throw complain({ path, expected, value })
   if (value.length > max) throw complain({ path, expected: `${expected} (at most ${max} entries)`, value, got: `${value.length} entries` })
   const keys = Reflect.ownKeys(value)
   if (keys.length !== value.length + 1) throw complain({ path, expected: `${expected} (no holes, no other keys)`, value })
-  const strings: string[] = []
+  const items: unknown[] = []
   for (let i = 0; i < value.length; i++) {
     const descriptor = Object.getOwnPropertyDescriptor(value, i)
     const at = `${path}[${i}]`
     if (descriptor === undefined) throw complain({ path: at, expected: `${expected} (no holes)`, value: undefined, got: 'a hole' })
     if (!('value' in descriptor)) throw complain({ path: at, expected: 'a data property', value: descriptor, got: 'an accessor property (getter or setter), which is not invoked' })
-    if (typeof descriptor.value !== 'string' || descriptor.value === '') throw complain({ path: at, expected: 'a non-empty string', value: descriptor.value })
-    strings.push(descriptor.value)
+    items.push(descriptor.value)
   }
-  return strings
+  return items
+}
+
+/** The non-empty strings of an exact array (see `exactList`), at most `max` of them. */
+export function stringList (complain: Complain, path: string, value: unknown, expected: string, max: number): string[] {
+  const items = exactList(complain, path, value, expected, max)
+  items.forEach((item, i) => {
+    if (typeof item !== 'string' || item === '') throw complain({ path: `${path}[${i}]`, expected: 'a non-empty string', value: item })
+  })
+  return items as string[]
 }
 
 const IDENTIFIER = /^[A-Za-z_$][\w$]*$/

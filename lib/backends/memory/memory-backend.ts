@@ -3,7 +3,7 @@ import { MemoryLimiter } from './memory-limiter.js'
 import { ADMITTED, UNDECIDABLE, type BackendLimiter, type RatesBackend, type SynchronousDecisions, type Verdict } from '../../rates/backend.js'
 import { epochMs } from '../../rates/clock.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
-import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
 import { MemoryBackendStack } from './memory-stack.js'
 import { exactObject, optionalFunction, positiveInteger } from '../../validation/checks.js'
@@ -47,11 +47,16 @@ export class MemoryBackend implements RatesBackend {
 
   limiter (address: string, policy: Readonly<Policy>): MemoryBackendLimiter {
     if (this.stopped) throw new RatesStoppedError(address)
+    // An address names one quota: a stack there is another policy, not a second quota beside it.
+    const stack = this.stacks.get(address)
+    if (stack !== undefined) throw new RatesPolicyConflictError(address, stack.policies, policy)
     return this.limiters.open(address, policy, () => new MemoryBackendLimiter(this, address, policy))
   }
 
   stack (address: string, policies: readonly Readonly<Policy>[]): MemoryBackendStack {
     if (this.stopped) throw new RatesStoppedError(address)
+    const limiter = this.limiters.get(address)
+    if (limiter !== undefined) throw new RatesPolicyConflictError(address, limiter.policy, policies)
     return this.stacks.open(address, policies, () => new MemoryBackendStack(this, address, policies))
   }
 

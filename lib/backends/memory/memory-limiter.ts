@@ -1,5 +1,6 @@
 import type { Kernel, Policy } from '../../core/rates/types.js'
 import { ADMITTED, LIMITED, UNDECIDABLE, type Verdict } from '../../rates/backend.js'
+import { capacityOf } from '../../rates/policy.js'
 import { StateTable } from './state-table.js'
 
 export { ADMITTED, LIMITED, type Verdict }
@@ -29,13 +30,15 @@ export class MemoryLimiter {
   private pendingKey = ''
   /** The last trial's verdict for this policy. */
   trialVerdict: Verdict = ADMITTED
-  /** After a trial that had room: the remaining units and full-capacity tick of the state as it stands, unconsumed. */
+  /** After any trial: the remaining units and full-capacity tick of the state as it stands, unconsumed. */
   standingRemaining = 0
   standingResetAt = 0
+  private readonly capacity: number
 
   constructor (kernel: Kernel<unknown>, policy: Policy, maxIdentities: number) {
     this.kernel = kernel
     this.policy = policy
+    this.capacity = capacityOf(policy)
     const fields = kernel.fields
     this.table = new StateTable(fields, maxIdentities, {
       recoversAt: (data, slot) => kernel.recoversAt(kernel.read(data, slot * fields), policy),
@@ -93,8 +96,12 @@ export class MemoryLimiter {
       slot = table.insert(key, now)
       if (slot === -1) {
         this.retryAfterMs = table.waitMs
-        this.remaining = this.standingRemaining = 0
-        this.resetAt = this.standingResetAt = now + table.waitMs
+        this.remaining = 0
+        this.resetAt = now + table.waitMs
+        // The identity has no state here: as it stands it is a new one, at full capacity. A stack
+        // that another policy refused reports that (nothing would have been stored anyway).
+        this.standingRemaining = this.capacity
+        this.standingResetAt = now
         this.pendingSlot = -1
         return (this.trialVerdict = SATURATED)
       }
@@ -116,7 +123,8 @@ export class MemoryLimiter {
     }
     // Every kernel's remaining falls by exactly the cost it admitted.
     this.standingRemaining = outcome.remaining + cost
-    this.standingResetAt = kernel.recoversAt(state, this.policy)
+    // As the kernels' resetAt: never before now (a recovered or new state is full already).
+    this.standingResetAt = Math.max(now, kernel.recoversAt(state, this.policy))
     return (this.trialVerdict = ADMITTED)
   }
 

@@ -128,7 +128,9 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
     let resetAt = 0
     for (let i = 0; i < this.stores.length; i++) {
       const store = this.stores[i]!
-      const allowed = store.trialVerdict === ADMITTED
+      // Only a refusal is a policy without room: one that could not track the identity (outranked
+      // here by another's refusal) has no state for it, so full room.
+      const allowed = store.trialVerdict !== LIMITED
       policies.push({ allowed, remaining: this.remaining[i]!, retryAfterMs: allowed ? 0 : store.retryAfterMs, resetAt: this.resetAt[i]! })
       if (this.remaining[i]! < remaining) remaining = this.remaining[i]!
       if (this.resetAt[i]! > resetAt) resetAt = this.resetAt[i]!
