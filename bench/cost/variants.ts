@@ -59,8 +59,8 @@ const ALLOW_LIST = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0
   'ops-1', 'ops-2', 'ops-3', 'ops-4', 'monitor', 'backup', 'ci', 'health']
 
 // Two stacked policies (issue 12 §4): a per-second and a per-day quota, decided as one.
-const hugeStack = [huge, { limit: 1e9, windowMs: 86_400_000, name: 'daily' }]
-const onceStack = [once, { limit: 1e9, windowMs: 86_400_000, name: 'daily' }]
+const hugeStack = [huge, { limit: 1e6, windowMs: 86_400_000, name: 'daily' }]
+const onceStack = [once, { limit: 1e6, windowMs: 86_400_000, name: 'daily' }]
 const builder = (_request: FastifyRequest, context: { statusCode: number, after: string }): object => ({ statusCode: context.statusCode, error: 'Too Many Requests', message: `retry in ${context.after}` })
 // Every parity feature that is per request on at once: a builder, an allow list (the client not on it), two stacked policies.
 const featuresOn = (stack: object[]) => (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: stack as never, key: byHeader, allowList: ALLOW_LIST, errorResponseBuilder: builder })
