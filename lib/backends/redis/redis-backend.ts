@@ -2,14 +2,15 @@ import { performance } from 'node:perf_hooks'
 import { kernelOf, type Kernel, type Policy } from '../../core/rates/index.js'
 import type { BackendLimiter, RatesBackend } from '../../rates/backend.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
-import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
-import { LimiterMap } from '../../rates/limiter-map.js'
-import { policyFingerprint, policyOfFingerprint } from '../../rates/policy.js'
+import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
+import { policyFingerprint } from '../../rates/policy.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { DenyCache } from './deny-cache.js'
 import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
-import { readStored } from './stored-state.js'
+import { RedisBackendStack } from './redis-stack.js'
+import { keyConflict, readStored } from './stored-state.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
 // What the backend needs of a Redis client, typed structurally (no client package is loaded at
@@ -70,7 +71,9 @@ return 1`
  * one shard's load), and the prefix — or braces inside an identity — cannot choose the slot. The
  * prefix may not contain braces, so the tag always opens right after it; limiter addresses never
  * contain braces (their segments are URI-encoded). An identity containing `}` ends the tag early:
- * that key still hashes to one fixed slot, from the part before the brace.
+ * that key still hashes to one fixed slot, from the part before the brace. A stack of policies
+ * (`stack()`) has one key per policy, `<prefix>{<address>:<identity>}/<i>`: one call on keys of
+ * one slot (`redis-stack.ts`).
  *
  * Failures are never a silent allow: a timeout, a connection or server error, a call the script
  * refused as past its deadline (it consumed nothing), or a reply the backend does not understand
@@ -88,6 +91,7 @@ export class RedisBackend implements RatesBackend {
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
   private readonly limiters = new LimiterMap<RedisBackendLimiter>()
+  private readonly stacks = new StackMap<RedisBackendStack>()
   /** Set only by `testingRedisBackend()` (tests): one clock for the script and the deny cache. */
   private testing: RedisBackendTesting | undefined
   private readonly call: ScriptCall
@@ -130,10 +134,19 @@ export class RedisBackend implements RatesBackend {
    * drift between the hosts since the observation shift it: the next reply corrects it.
    */
   args (fingerprint: string, cost: number, sent: number): string[] {
+    return this.timed([fingerprint, String(cost)], sent)
+  }
+
+  /** `lead` (a script's own arguments), then the test time and the deadline as `args()` sends them. */
+  timed (lead: string[], sent: number): string[] {
     const time = this.testing === undefined ? '' : String(sent)
     const observed = this.observedServerNow
-    if (observed === undefined) return time === '' ? [fingerprint, String(cost)] : [fingerprint, String(cost), time]
-    return [fingerprint, String(cost), time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs))]
+    if (observed === undefined) {
+      if (time !== '') lead.push(time)
+      return lead
+    }
+    lead.push(time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs)))
+    return lead
   }
 
   /** Keeps the server's now from a reply that came at local time `received`. */
@@ -148,25 +161,40 @@ export class RedisBackend implements RatesBackend {
   }
 
   /**
-   * Runs the script on `key`: `EVALSHA`, then `EVAL` once if (and only if) the server answers
-   * `NOSCRIPT`. Settles within `timeoutMs` of the call, whatever the client does; an answer that
-   * comes later is dropped (the timer is cleared as soon as one comes).
+   * A stack of policies at `address`: each decision is one call of the stack script on one key per
+   * policy, all in one hash slot (`redis-stack.ts`).
    */
+  stack (address: string, policies: readonly Readonly<Policy>[]): RedisBackendStack {
+    if (this.stopped) throw new RatesStoppedError(address)
+    if (policies.length === 0) throw new RatesInvalidArgumentError('policies', 'one or more policies', policies)
+    return this.stacks.open(address, policies, () => new RedisBackendStack(this, address, policies))
+  }
+
+  /** Runs the decision script on `key` (`runScript`). */
   run (key: string, args: string[]): Promise<unknown> {
+    return this.runScript(DECIDE_SHA, DECIDE_LUA, key, args)
+  }
+
+  /**
+   * Runs a decision script (`sha` the SHA-1 of `source`) on `keys`: `EVALSHA`, then `EVAL` once if
+   * (and only if) the server answers `NOSCRIPT`. Settles within `timeoutMs` of the call, whatever
+   * the client does; an answer that comes later is dropped (the timer is cleared as soon as one comes).
+   */
+  runScript (sha: string, source: string, keys: string | readonly string[], args: string[]): Promise<unknown> {
     const call = this.call
     return this.within((answer, fail, settled) => {
-      call('sha', DECIDE_SHA, key, args).then(answer, (error: unknown) => {
+      call('sha', sha, keys, args).then(answer, (error: unknown) => {
         // No EVAL for a decision that already failed (timed out).
         if (settled() || !isNoScript(error)) return fail(error)
-        call('source', DECIDE_LUA, key, args).then(answer, fail)
+        call('source', source, keys, args).then(answer, fail)
       })
     })
   }
 
   /** Runs a rarely used script (the registry's reads and deletes) with `EVAL`, within `timeoutMs`. */
-  runOnce (script: string, key: string, args: string[]): Promise<unknown> {
+  runOnce (script: string, keys: string | readonly string[], args: string[]): Promise<unknown> {
     return this.within((answer, fail) => {
-      this.call('source', script, key, args).then(answer, fail)
+      this.call('source', script, keys, args).then(answer, fail)
     })
   }
 
@@ -205,6 +233,7 @@ export class RedisBackend implements RatesBackend {
     this.stopped = true
     for (const limiter of this.limiters.values()) limiter.cache?.clear()
     this.limiters.clear()
+    this.stacks.clear()
   }
 }
 
@@ -291,9 +320,7 @@ export class RedisBackendLimiter implements BackendLimiter {
   }
 
   private conflict (fingerprint: string, key: string): never {
-    const stored = policyOfFingerprint(fingerprint)
-    if (stored !== undefined) throw new RatesPolicyConflictError(this.address, stored, this.policy)
-    throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
+    return keyConflict(this.address, this.policy, fingerprint, key)
   }
 }
 
