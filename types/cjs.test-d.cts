@@ -43,7 +43,7 @@ async function main (): Promise<void> {
       const code: admission.RatesErrorCode = error.code
       void code
     }
-    if (error instanceof RatesPolicyConflictError) void error.existing.algorithm
+    if (error instanceof RatesPolicyConflictError && 'algorithm' in error.existing) void error.existing.algorithm
     const typed: admission.RatesError | undefined = error instanceof admission.RatesError ? error : undefined
     void typed
   }

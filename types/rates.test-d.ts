@@ -47,5 +47,5 @@ try {
     const code: RatesErrorCode = error.code
     void code
   }
-  if (error instanceof RatesPolicyConflictError) void error.existing.algorithm
+  if (error instanceof RatesPolicyConflictError && 'algorithm' in error.existing) void error.existing.algorithm
 }
