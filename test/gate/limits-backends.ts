@@ -27,6 +27,11 @@ export async function limitBackends (root: Test): Promise<TestBackend[]> {
         if ('skip' in shared) throw new Error(shared.skip)
         const prefix = uniquePrefix('limits')
         t.teardown(async () => { await deleteKeys(shared.redis, prefix) })
+        // The gate reports a remote decision's `t=` from the host's clock (Date.now()), and the
+        // script decides at the test clock: for the test, the host's clock is the test clock.
+        const hostClock = Date.now
+        Date.now = clock
+        t.teardown(() => { Date.now = hostClock })
         return testingRedisBackend({ client: shared.redis, prefix, timeoutMs: 1000 }, { now: clock })
       }
     }

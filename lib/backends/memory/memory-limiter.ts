@@ -121,9 +121,10 @@ export class MemoryLimiter {
       this.standingResetAt = outcome.resetAt
       return (this.trialVerdict = LIMITED)
     }
-    // Every kernel's remaining falls by exactly the cost it admitted.
+    // Every kernel's remaining falls by exactly the cost it admitted. A state that has already
+    // recovered (a new identity's, or a window long past) is full now, not at its own tick: the
+    // window kernels' recoversAt() is the window's start there, in the past.
     this.standingRemaining = outcome.remaining + cost
-    // As the kernels' resetAt: never before now (a recovered or new state is full already).
     this.standingResetAt = Math.max(now, kernel.recoversAt(state, this.policy))
     return (this.trialVerdict = ADMITTED)
   }

@@ -1,16 +1,17 @@
 import { performance } from 'node:perf_hooks'
-import { kernelOf, type Kernel, type Policy } from '../../core/rates/index.js'
-import type { BackendLimiter, RatesBackend } from '../../rates/backend.js'
-import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
-import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
-import { LimiterMap } from '../../rates/limiter-map.js'
-import { policyFingerprint, policyOfFingerprint } from '../../rates/policy.js'
+import type { Policy } from '../../core/rates/index.js'
+import type { RatesBackend } from '../../rates/backend.js'
+import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
-import { DenyCache } from './deny-cache.js'
 import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
-import { readStored } from './stored-state.js'
+import { RedisBackendLimiter } from './redis-limiter.js'
+import { RedisBackendStack } from './redis-stack.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
+
+export { RedisBackendLimiter } from './redis-limiter.js'
+export { RedisBackendStack } from './redis-stack.js'
 
 // What the backend needs of a Redis client, typed structurally (no client package is loaded at
 // run time): ioredis's or iovalkey's `Redis` and `Cluster`, node-redis's `createClient()` and
@@ -47,15 +48,6 @@ export interface RedisBackendOptions {
 export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
 const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache'], expected: 'an object { client, prefix?, timeoutMs?, denyCache? }', options: true }
-// The registry's scripts: rare calls (an application resetting or inspecting one client), so plain
-// EVAL; one key each, like the decision.
-const READ_LUA = "return redis.call('GET', KEYS[1])"
-const DELETE_LUA = `local v = redis.call('GET', KEYS[1])
-if not v then return 0 end
-local f = string.match(v, '^(%S+)')
-if f ~= ARGV[1] then return { f or '' } end
-redis.call('DEL', KEYS[1])
-return 1`
 
 /**
  * Quotas in Redis (or Valkey), shared by every process and host that uses the same server and
@@ -70,7 +62,9 @@ return 1`
  * one shard's load), and the prefix — or braces inside an identity — cannot choose the slot. The
  * prefix may not contain braces, so the tag always opens right after it; limiter addresses never
  * contain braces (their segments are URI-encoded). An identity containing `}` ends the tag early:
- * that key still hashes to one fixed slot, from the part before the brace.
+ * that key still hashes to one fixed slot, from the part before the brace. A stack of policies
+ * (`stack()`) has one key per policy, `<prefix>{<address>:<identity>}/<i>`: one call on keys of
+ * one slot (`redis-stack.ts`).
  *
  * Failures are never a silent allow: a timeout, a connection or server error, a call the script
  * refused as past its deadline (it consumed nothing), or a reply the backend does not understand
@@ -88,6 +82,7 @@ export class RedisBackend implements RatesBackend {
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
   private readonly limiters = new LimiterMap<RedisBackendLimiter>()
+  private readonly stacks = new StackMap<RedisBackendStack>()
   /** Set only by `testingRedisBackend()` (tests): one clock for the script and the deny cache. */
   private testing: RedisBackendTesting | undefined
   private readonly call: ScriptCall
@@ -130,10 +125,19 @@ export class RedisBackend implements RatesBackend {
    * drift between the hosts since the observation shift it: the next reply corrects it.
    */
   args (fingerprint: string, cost: number, sent: number): string[] {
+    return this.timed([fingerprint, String(cost)], sent)
+  }
+
+  /** `lead` (a script's own arguments), then the test time and the deadline as `args()` sends them. */
+  timed (lead: string[], sent: number): string[] {
     const time = this.testing === undefined ? '' : String(sent)
     const observed = this.observedServerNow
-    if (observed === undefined) return time === '' ? [fingerprint, String(cost)] : [fingerprint, String(cost), time]
-    return [fingerprint, String(cost), time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs))]
+    if (observed === undefined) {
+      if (time !== '') lead.push(time)
+      return lead
+    }
+    lead.push(time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs)))
+    return lead
   }
 
   /** Keeps the server's now from a reply that came at local time `received`. */
@@ -144,29 +148,49 @@ export class RedisBackend implements RatesBackend {
 
   limiter (address: string, policy: Readonly<Policy>): RedisBackendLimiter {
     if (this.stopped) throw new RatesStoppedError(address)
+    // An address names one quota (as on memory): a stack there is another policy, not a second quota.
+    const stack = this.stacks.get(address)
+    if (stack !== undefined) throw new RatesPolicyConflictError(address, stack.policies, policy)
     return this.limiters.open(address, policy, () => new RedisBackendLimiter(this, address, policy))
   }
 
   /**
-   * Runs the script on `key`: `EVALSHA`, then `EVAL` once if (and only if) the server answers
-   * `NOSCRIPT`. Settles within `timeoutMs` of the call, whatever the client does; an answer that
-   * comes later is dropped (the timer is cleared as soon as one comes).
+   * A stack of policies at `address`: each decision is one call of the stack script on one key per
+   * policy, all in one hash slot (`redis-stack.ts`).
    */
+  stack (address: string, policies: readonly Readonly<Policy>[]): RedisBackendStack {
+    if (this.stopped) throw new RatesStoppedError(address)
+    if (policies.length === 0) throw new RatesInvalidArgumentError('policies', 'one or more policies', policies)
+    const limiter = this.limiters.get(address)
+    if (limiter !== undefined) throw new RatesPolicyConflictError(address, limiter.policy, policies)
+    return this.stacks.open(address, policies, () => new RedisBackendStack(this, address, policies))
+  }
+
+  /** Runs the decision script on `key` (`runScript`). */
   run (key: string, args: string[]): Promise<unknown> {
+    return this.runScript(DECIDE_SHA, DECIDE_LUA, key, args)
+  }
+
+  /**
+   * Runs a decision script (`sha` the SHA-1 of `source`) on `keys`: `EVALSHA`, then `EVAL` once if
+   * (and only if) the server answers `NOSCRIPT`. Settles within `timeoutMs` of the call, whatever
+   * the client does; an answer that comes later is dropped (the timer is cleared as soon as one comes).
+   */
+  runScript (sha: string, source: string, keys: string | readonly string[], args: string[]): Promise<unknown> {
     const call = this.call
     return this.within((answer, fail, settled) => {
-      call('sha', DECIDE_SHA, key, args).then(answer, (error: unknown) => {
+      call('sha', sha, keys, args).then(answer, (error: unknown) => {
         // No EVAL for a decision that already failed (timed out).
         if (settled() || !isNoScript(error)) return fail(error)
-        call('source', DECIDE_LUA, key, args).then(answer, fail)
+        call('source', source, keys, args).then(answer, fail)
       })
     })
   }
 
   /** Runs a rarely used script (the registry's reads and deletes) with `EVAL`, within `timeoutMs`. */
-  runOnce (script: string, key: string, args: string[]): Promise<unknown> {
+  runOnce (script: string, keys: string | readonly string[], args: string[]): Promise<unknown> {
     return this.within((answer, fail) => {
-      this.call('source', script, key, args).then(answer, fail)
+      this.call('source', script, keys, args).then(answer, fail)
     })
   }
 
@@ -205,95 +229,7 @@ export class RedisBackend implements RatesBackend {
     this.stopped = true
     for (const limiter of this.limiters.values()) limiter.cache?.clear()
     this.limiters.clear()
-  }
-}
-
-export class RedisBackendLimiter implements BackendLimiter {
-  readonly policy: Readonly<Policy>
-  readonly address: string
-  /** The deny cache, when the backend has one. */
-  readonly cache: DenyCache | undefined
-  private readonly backend: RedisBackend
-  private readonly kernel: Kernel<unknown>
-  private readonly fingerprint: string
-  private readonly keyStart: string
-
-  constructor (backend: RedisBackend, address: string, policy: Readonly<Policy>) {
-    this.backend = backend
-    this.address = address
-    this.policy = policy
-    this.kernel = kernelOf(policy.algorithm)
-    this.fingerprint = policyFingerprint(policy)
-    this.keyStart = `${backend.prefix}{${address}:`
-    this.cache = backend.denyCacheEntries === 0 ? undefined : new DenyCache(backend.denyCacheEntries, this.kernel, policy)
-  }
-
-  /** The Redis key of an identity's state. */
-  keyOf (identity: string): string {
-    return this.keyStart + identity + '}'
-  }
-
-  async consume (identity: string, cost: number): Promise<RateDecision> {
-    const backend = this.backend
-    if (backend.isStopped) throw new RatesStoppedError(this.address)
-    const sent = backend.now()
-    const cache = this.cache
-    if (cache !== undefined) {
-      const denied = cache.answer(identity, cost, sent)
-      if (denied !== undefined) return denied
-    }
-    const reply = await backend.run(this.keyOf(identity), backend.args(this.fingerprint, cost, sent))
-    const received = backend.now()
-    if (isDecision(reply, this.kernel.fields)) {
-      const [, allowed, remaining, retryAfterMs, resetAt, serverNow] = reply
-      backend.observe(serverNow, received)
-      if (allowed === 1) {
-        cache?.forget(identity)
-        return allowedDecision(remaining, resetAt)
-      }
-      cache?.remember(identity, this.kernel.read(Float64Array.from(reply.slice(6)), 0), serverNow, sent, received)
-      return deniedDecision(remaining, retryAfterMs, resetAt)
-    }
-    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
-    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 3 && Number.isSafeInteger(reply[1])) {
-      backend.observe(reply[1] as number, received)
-      throw new RatesUnavailableError(`too late: Redis ran the decision for ${JSON.stringify(this.keyOf(identity))} after its deadline (the ${backend.timeoutMs} ms timeout); it consumed nothing`)
-    }
-    throw new RatesUnavailableError(`unexpected reply from the script for ${JSON.stringify(this.keyOf(identity))}: ${JSON.stringify(reply)}`)
-  }
-
-  /** The stored state, or undefined; a key written under another policy is a conflict. */
-  async state (identity: string): Promise<unknown> {
-    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
-    const key = this.keyOf(identity)
-    const stored = await this.backend.runOnce(READ_LUA, key, [])
-    if (stored === null) return undefined
-    if (typeof stored === 'string') {
-      // As the script reads it, except for the time bounds (no server time here).
-      const read = readStored(stored, this.policy, this.fingerprint, Infinity)
-      if (read.kind === 'conflict') this.conflict(read.fingerprint, key)
-      if (read.valid) return read.state
-    }
-    throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
-  }
-
-  /** Deletes the state if it was written under this policy; true when there was one. */
-  async delete (identity: string): Promise<boolean> {
-    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
-    const key = this.keyOf(identity)
-    // A local denial would outlive the state it was drawn from.
-    this.cache?.forget(identity)
-    const reply = await this.backend.runOnce(DELETE_LUA, key, [this.fingerprint])
-    if (reply === 1) return true
-    if (reply === 0) return false
-    if (Array.isArray(reply) && typeof reply[0] === 'string') this.conflict(reply[0], key)
-    throw new RatesUnavailableError(`unexpected reply from the delete script for ${JSON.stringify(key)}: ${JSON.stringify(reply)}`)
-  }
-
-  private conflict (fingerprint: string, key: string): never {
-    const stored = policyOfFingerprint(fingerprint)
-    if (stored !== undefined) throw new RatesPolicyConflictError(this.address, stored, this.policy)
-    throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
+    this.stacks.clear()
   }
 }
 
@@ -316,14 +252,6 @@ export function testingRedisBackend (options: RedisBackendOptions, testing: Redi
 /** The Redis backend: quotas shared by every process that uses the same Redis and prefix. */
 export function redisBackend (options: RedisBackendOptions): RedisBackend {
   return new RedisBackend(options)
-}
-
-type DecisionReply = [0, 0 | 1, number, number, number, number, ...number[]]
-
-function isDecision (reply: unknown, fields: number): reply is DecisionReply {
-  return Array.isArray(reply) && reply[0] === 0 &&
-    reply.length === (reply[1] === 1 ? 6 : reply[1] === 0 ? 6 + fields : -1) &&
-    reply.every((n) => Number.isSafeInteger(n))
 }
 
 

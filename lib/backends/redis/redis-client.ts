@@ -43,10 +43,11 @@ export type RedisBackendClient = RedisScriptClient | NodeRedisScriptClient
 export type RedisClientShape = 'ioredis' | 'node-redis'
 
 /**
- * The one call the backend makes: a script on one key, by its SHA (`EVALSHA`) or by its source
- * (`EVAL`). Always a promise: a client that throws synchronously rejects it.
+ * The one call the backend makes: a script by its SHA (`EVALSHA`) or by its source (`EVAL`), on
+ * one key (a decision) or on several (a stack's, all in one hash slot). Always a promise: a client
+ * that throws synchronously rejects it.
  */
-export type ScriptCall = (by: 'sha' | 'source', script: string, key: string, args: string[]) => Promise<unknown>
+export type ScriptCall = (by: 'sha' | 'source', script: string, keys: string | readonly string[], args: string[]) => Promise<unknown>
 
 /**
  * The convention `client` follows, or undefined when it follows none. An object with both
@@ -63,13 +64,16 @@ export function clientShape (client: unknown): RedisClientShape | undefined {
 
 /** The backend's one call, made on `client` in its own convention. */
 export function scriptCall (client: RedisBackendClient, shape: RedisClientShape): ScriptCall {
+  // One key (a string) is the single decision's call, built as it always was: no array of keys.
   if (shape === 'ioredis') {
     const io = client as RedisScriptClient
-    return (by, script, key, args) => send(() => by === 'sha' ? io.evalsha(script, 1, key, ...args) : io.eval(script, 1, key, ...args))
+    return (by, script, keys, args) => typeof keys === 'string'
+      ? send(() => by === 'sha' ? io.evalsha(script, 1, keys, ...args) : io.eval(script, 1, keys, ...args))
+      : send(() => by === 'sha' ? io.evalsha(script, keys.length, ...keys, ...args) : io.eval(script, keys.length, ...keys, ...args))
   }
   const node = client as NodeRedisScriptClient
-  return (by, script, key, args) => {
-    const options = { keys: [key], arguments: args }
+  return (by, script, keys, args) => {
+    const options = { keys: typeof keys === 'string' ? [keys] : [...keys], arguments: args }
     return send(() => by === 'sha' ? node.evalSha(script, options) : node.eval(script, options))
   }
 }

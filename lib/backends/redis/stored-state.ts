@@ -1,6 +1,7 @@
 import { ceilDiv } from '../../core/rates/arithmetic.js'
 import { kernelOf, type Policy } from '../../core/rates/index.js'
-import { capacityOf } from '../../rates/policy.js'
+import { RatesPolicyConflictError, RatesUnavailableError } from '../../rates/errors.js'
+import { capacityOf, policyOfFingerprint } from '../../rates/policy.js'
 
 /**
  * A stored value as the decision script reads it, in TypeScript: the twin of the script's
@@ -120,4 +121,15 @@ export function readStored (value: string, policy: Policy, fingerprint: string, 
     if (validFields(policy, row, now)) return { kind: 'state', state: kernel.read(row, 0), valid: true }
   }
   return { kind: 'state', state: worstState(policy, now), valid: false }
+}
+
+/**
+ * A key at `address`, asked for under `requested`, holds the stored fingerprint `fingerprint`:
+ * `RatesPolicyConflictError` when that names a policy, else the key holds something this backend
+ * did not write (`RatesUnavailableError`). Never a reset.
+ */
+export function keyConflict (address: string, requested: Readonly<Policy>, fingerprint: string, key: string): never {
+  const stored = policyOfFingerprint(fingerprint)
+  if (stored !== undefined) throw new RatesPolicyConflictError(address, stored, requested)
+  throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
 }

@@ -1,0 +1,114 @@
+import { kernelOf, type Kernel, type Policy } from '../../core/rates/index.js'
+import type { BackendLimiter } from '../../rates/backend.js'
+import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
+import { RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { policyFingerprint } from '../../rates/policy.js'
+import { DenyCache } from './deny-cache.js'
+import type { RedisBackend } from './redis-backend.js'
+import { keyConflict, readStored } from './stored-state.js'
+
+// The registry's scripts: rare calls (an application resetting or inspecting one client), so plain
+// EVAL; one key each, like the decision.
+const READ_LUA = "return redis.call('GET', KEYS[1])"
+const DELETE_LUA = `local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local f = string.match(v, '^(%S+)')
+if f ~= ARGV[1] then return { f or '' } end
+redis.call('DEL', KEYS[1])
+return 1`
+
+/** One limiter of the Redis backend: one policy at one address, one key per identity (see `RedisBackend`). */
+export class RedisBackendLimiter implements BackendLimiter {
+  readonly policy: Readonly<Policy>
+  readonly address: string
+  /** The deny cache, when the backend has one. */
+  readonly cache: DenyCache | undefined
+  private readonly backend: RedisBackend
+  private readonly kernel: Kernel<unknown>
+  private readonly fingerprint: string
+  private readonly keyStart: string
+
+  constructor (backend: RedisBackend, address: string, policy: Readonly<Policy>) {
+    this.backend = backend
+    this.address = address
+    this.policy = policy
+    this.kernel = kernelOf(policy.algorithm)
+    this.fingerprint = policyFingerprint(policy)
+    this.keyStart = `${backend.prefix}{${address}:`
+    this.cache = backend.denyCacheEntries === 0 ? undefined : new DenyCache(backend.denyCacheEntries, this.kernel, policy)
+  }
+
+  /** The Redis key of an identity's state. */
+  keyOf (identity: string): string {
+    return this.keyStart + identity + '}'
+  }
+
+  async consume (identity: string, cost: number): Promise<RateDecision> {
+    const backend = this.backend
+    if (backend.isStopped) throw new RatesStoppedError(this.address)
+    const sent = backend.now()
+    const cache = this.cache
+    if (cache !== undefined) {
+      const denied = cache.answer(identity, cost, sent)
+      if (denied !== undefined) return denied
+    }
+    const reply = await backend.run(this.keyOf(identity), backend.args(this.fingerprint, cost, sent))
+    const received = backend.now()
+    if (isDecision(reply, this.kernel.fields)) {
+      const [, allowed, remaining, retryAfterMs, resetAt, serverNow] = reply
+      backend.observe(serverNow, received)
+      if (allowed === 1) {
+        cache?.forget(identity)
+        return allowedDecision(remaining, resetAt)
+      }
+      cache?.remember(identity, this.kernel.read(Float64Array.from(reply.slice(6)), 0), serverNow, sent, received)
+      return deniedDecision(remaining, retryAfterMs, resetAt)
+    }
+    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
+    if (Array.isArray(reply) && reply.length === 2 && reply[0] === 3 && Number.isSafeInteger(reply[1])) {
+      backend.observe(reply[1] as number, received)
+      throw new RatesUnavailableError(`too late: Redis ran the decision for ${JSON.stringify(this.keyOf(identity))} after its deadline (the ${backend.timeoutMs} ms timeout); it consumed nothing`)
+    }
+    throw new RatesUnavailableError(`unexpected reply from the script for ${JSON.stringify(this.keyOf(identity))}: ${JSON.stringify(reply)}`)
+  }
+
+  /** The stored state, or undefined; a key written under another policy is a conflict. */
+  async state (identity: string): Promise<unknown> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    const key = this.keyOf(identity)
+    const stored = await this.backend.runOnce(READ_LUA, key, [])
+    if (stored === null) return undefined
+    if (typeof stored === 'string') {
+      // As the script reads it, except for the time bounds (no server time here).
+      const read = readStored(stored, this.policy, this.fingerprint, Infinity)
+      if (read.kind === 'conflict') this.conflict(read.fingerprint, key)
+      if (read.valid) return read.state
+    }
+    throw new RatesUnavailableError(`the key ${JSON.stringify(key)} holds a value this backend did not write`)
+  }
+
+  /** Deletes the state if it was written under this policy; true when there was one. */
+  async delete (identity: string): Promise<boolean> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    const key = this.keyOf(identity)
+    // A local denial would outlive the state it was drawn from.
+    this.cache?.forget(identity)
+    const reply = await this.backend.runOnce(DELETE_LUA, key, [this.fingerprint])
+    if (reply === 1) return true
+    if (reply === 0) return false
+    if (Array.isArray(reply) && typeof reply[0] === 'string') this.conflict(reply[0], key)
+    throw new RatesUnavailableError(`unexpected reply from the delete script for ${JSON.stringify(key)}: ${JSON.stringify(reply)}`)
+  }
+
+  private conflict (fingerprint: string, key: string): never {
+    return keyConflict(this.address, this.policy, fingerprint, key)
+  }
+}
+
+type DecisionReply = [0, 0 | 1, number, number, number, number, ...number[]]
+
+function isDecision (reply: unknown, fields: number): reply is DecisionReply {
+  return Array.isArray(reply) && reply[0] === 0 &&
+    reply.length === (reply[1] === 1 ? 6 : reply[1] === 0 ? 6 + fields : -1) &&
+    reply.every((n) => Number.isSafeInteger(n))
+}
