@@ -1,7 +1,7 @@
 import { performance } from 'node:perf_hooks'
 import type { Policy } from '../../core/rates/index.js'
 import type { RatesBackend } from '../../rates/backend.js'
-import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
