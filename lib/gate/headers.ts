@@ -29,6 +29,10 @@ export function policyHeader (policy: Policy, name = 'default'): string {
  * backend reports), and `t`, the seconds until full capacity, rounded up.
  */
 export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number, name = 'default'): string {
-  const r = remaining > quota ? quota : remaining > 0 ? remaining : 0
-  return `"${name}";r=${r};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+  return `"${name}";r=${clampRemaining(remaining, quota)};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+}
+
+/** `r`: the units left, within 0..quota whatever a custom backend reports. */
+export function clampRemaining (remaining: number, quota: number): number {
+  return remaining > quota ? quota : remaining > 0 ? remaining : 0
 }

@@ -1,7 +1,7 @@
 import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter, StackLimiter, SynchronousDecisions, SynchronousStack, Verdict } from '../rates/backend.js'
 import type { RateDecision, StackDecision } from '../rates/decision.js'
-import { quotaOf } from './headers.js'
+import { clampRemaining, quotaOf } from './headers.js'
 import type { NamedPolicy } from './limits.js'
 
 /**
@@ -47,9 +47,7 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     for (let i = 0; i < this.names.length; i++) {
       const remaining = decision === undefined ? this.sync!.remaining[i]! : decision.policies[i]!.remaining
       const resetAt = decision === undefined ? this.sync!.resetAt[i]! : decision.policies[i]!.resetAt
-      const quota = this.quotas[i]!
-      const r = remaining > quota ? quota : remaining > 0 ? remaining : 0
-      value += `${i === 0 ? '' : ', '}"${this.names[i]!}";r=${r};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+      value += `${i === 0 ? '' : ', '}"${this.names[i]!}";r=${clampRemaining(remaining, this.quotas[i]!)};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
     }
     return value
   }
