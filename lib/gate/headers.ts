@@ -28,9 +28,15 @@ export function policyHeader (policy: Policy, name = 'default'): string {
  * `RateLimit` after a decision: `r`, the cost-1 units left (clamped to 0..quota, whatever a custom
  * backend reports), and `t`, the seconds until full capacity, rounded up.
  */
-export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number, name = 'default'): string {
-  return `"${name}";r=${clampRemaining(remaining, quota)};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number, start = DEFAULT_START): string {
+  return `${start}${clampRemaining(remaining, quota)};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
 }
+
+/** The start of `RateLimit`'s value for a policy named `name`, made once per route: `"<name>";r=`. */
+export function rateLimitStart (name: string): string {
+  return `"${name}";r=`
+}
+const DEFAULT_START = rateLimitStart('default')
 
 /** `r`: the units left, within 0..quota whatever a custom backend reports. */
 export function clampRemaining (remaining: number, quota: number): number {

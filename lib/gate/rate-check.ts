@@ -172,7 +172,7 @@ export class RateCheck {
   private headers (reply: FastifyReply, gate: RouteGate, remaining: number, resetAt: number, now: number, decision?: RateDecision): void {
     const stacked = gate.stacked
     reply.header('ratelimit-policy', gate.policyHeader).header('ratelimit', stacked === undefined
-      ? rateLimitHeader(remaining, gate.quota, resetAt, now, gate.headerName)
+      ? rateLimitHeader(remaining, gate.quota, resetAt, now, gate.rateLimitStart)
       : stacked.rateLimitHeader(now, decision as StackDecision | undefined))
   }
 

@@ -1,6 +1,6 @@
 import type { Policy } from '../core/rates/types.js'
 import type { BackendLimiter, SynchronousDecisions } from '../rates/backend.js'
-import { policyHeader, quotaOf } from './headers.js'
+import { policyHeader, quotaOf, rateLimitStart } from './headers.js'
 import type { FailureCount } from './failures.js'
 import { StackedQuota } from './stacked-quota.js'
 import type { FastifyRequest } from 'fastify'
@@ -22,8 +22,8 @@ export interface RouteGate {
   readonly policy: Readonly<Policy> | undefined
   /** The `RateLimit-Policy` value, or undefined when headers are off or there is no limit. */
   readonly policyHeader: string | undefined
-  /** The policy's name in the headers: `default`, or its tier's name. */
-  readonly headerName: string
+  /** `RateLimit`'s start, with the policy's name in the headers (`default`, or its tier's name). */
+  readonly rateLimitStart: string
   /** `q` of that header: `RateLimit`'s `r` never exceeds it. */
   readonly quota: number
   readonly cost: number
@@ -59,7 +59,7 @@ export function routeGate (name: string, maxInFlight: number | false, limiter: B
     synchronous: limiter?.synchronous,
     policy: limited ? policy : undefined,
     policyHeader: limited && headers ? stacked === undefined ? policyHeader(policy, headerName) : stacked.policyHeader() : undefined,
-    headerName,
+    rateLimitStart: rateLimitStart(headerName),
     quota: limited ? quotaOf(policy).quota : 0,
     stacked,
     tiers: undefined,
