@@ -47,6 +47,7 @@ const NAME = /^[a-z][a-z0-9_.-]{0,63}$/
 const NAME_TEXT = 'a name of 1 to 64 characters: a lowercase letter, then lowercase letters, digits, `_`, `-` or `.` (a key of the RateLimit headers)'
 
 const complain = AdmissionOptionError.complain
+const NAMED_POLICY_SHAPE = { keys: ['algorithm', 'limit', 'windowMs', 'burst', 'name'], expected: 'a plain object { algorithm, limit, windowMs, burst?, name? }' }
 const TIER_SHAPE = { keys: ['tiers', 'tier'], expected: 'an object { tiers, tier }', nullPrototype: true }
 
 /**
@@ -68,7 +69,8 @@ function stackOption (path: string, list: unknown[], tier: string): StackLimits 
     let name: unknown
     let policyInput: unknown = item
     if (typeof item === 'object' && item !== null && !Array.isArray(item) && Object.prototype.hasOwnProperty.call(item, 'name')) {
-      const { name: given, ...rest } = item as Record<string, unknown>
+      // Read as every option is, through its descriptors (a getter is refused, never invoked).
+      const { name: given, ...rest } = exactObject(complain, at, item, NAMED_POLICY_SHAPE)
       name = given
       policyInput = rest
       if (typeof name !== 'string' || !NAME.test(name)) throw new AdmissionOptionError(`${at}.name`, NAME_TEXT, name)
@@ -109,7 +111,9 @@ function tiersOption (path: string, value: unknown): TierLimits {
   for (const name of names) {
     const at = memberPath(`${path}.tiers`, name)
     if (!NAME.test(name)) throw new AdmissionOptionError(at, `a tier named as ${NAME_TEXT}`, name)
-    const one = (declared as Record<string, unknown>)[name]
+    const descriptor = Object.getOwnPropertyDescriptor(declared, name)!
+    if (!('value' in descriptor)) throw new AdmissionOptionError(at, 'a data property', descriptor, { got: 'an accessor property (getter or setter), which is not invoked' })
+    const one: unknown = descriptor.value
     if (typeof one === 'object' && one !== null && Object.prototype.hasOwnProperty.call(one, 'tiers')) throw new AdmissionOptionError(at, 'a policy or a list of policies (tiers do not nest)', one)
     tiers.set(name, Array.isArray(one) ? stackOption(at, one, name) : normalizePolicy(one, at, { algorithm: 'token-bucket' }, complain))
   }

@@ -97,7 +97,8 @@ t.test('a list of one is the single policy; names, twins and sizes are checked a
     [[{ limit: 1, windowMs: 1000, name: 7 }], 'rateLimit[0].name', /a name of 1 to 64/],
     [[{ limit: 0, windowMs: 1000 }], 'rateLimit[0].limit', /positive/],
     [[null], 'rateLimit[0]', /a plain object/],
-    [[[1]], 'rateLimit[0]', /a plain object/]
+    [[[1]], 'rateLimit[0]', /a plain object/],
+    [[Object.defineProperty({ limit: 1, windowMs: 1000 }, 'name', { get: () => 'x', enumerable: true })], 'rateLimit[0].name', /a data property/]
   ]
   for (const [value, path, message] of cases) {
     const error = await register(value)

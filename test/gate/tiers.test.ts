@@ -104,6 +104,7 @@ t.test('tiers are checked at registration', async (t) => {
     [{ tiers: { a: { tiers: {}, tier: plan } }, tier: plan }, 'rateLimit.tiers.a', /tiers do not nest/],
     [{ tiers: { a: { limit: -1, windowMs: 1 } }, tier: plan }, 'rateLimit.tiers.a.limit', /positive/],
     [{ tiers: { a: [] }, tier: plan }, 'rateLimit.tiers.a', /a list of 1 to 8/],
+    [{ tiers: Object.defineProperty({}, 'a', { get: () => ({ limit: 1, windowMs: 1 }), enumerable: true }), tier: plan }, 'rateLimit.tiers.a', /an accessor property/],
     [{ tiers: { a: { limit: 1, windowMs: 1 } }, tier: plan, extra: 1 }, 'rateLimit.extra', /no other keys/]
   ]
   for (const [rateLimit, path, message] of invalid) {
