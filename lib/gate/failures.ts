@@ -33,46 +33,57 @@ export function failedOption (path: string, value: unknown, count: CountMode): F
  * Login throttling (`count: 'failures'`): a request is admitted while its client's quota has room
  * for it — a check that takes nothing — and a failed response takes `cost` from the quota, when it
  * is sent. A decision once made stays made: an admitted request is never refused later and a
- * failure is never refunded. Attempts still in flight are not yet counted: the failures a client
- * can score at once are bounded by the quota plus its parallel attempts (give the route a
- * `maxInFlight` to bound those). Counted in `onSend`, which runs for every response the route
- * sends (errors too, and after the client went away), where `onResponse` may not run.
+ * failure is never refunded. Attempts still in flight count as failures to come (the quota's
+ * `pending`, by the key the check used), so parallel attempts cannot outnumber the quota. Counted
+ * in `onSend`, which runs for every response the route sends (errors too, and after the client
+ * went away), where `onResponse` may not run; `onResponse` ends an attempt too, whichever comes
+ * first, so that an attempt whose reply is never sent (hijacked) still stops counting.
  */
 export class FailureCount {
-  private readonly attempts = new WeakSet<FastifyRequest>()
+  /** Attempts admitted and not yet answered, with the key their check used. */
+  private readonly attempts = new WeakMap<FastifyRequest, string>()
   private readonly quota: StackedQuota
   private readonly failed: FailedResponse
   private readonly cost: number
-  private readonly keyOf: (request: FastifyRequest) => string
   private readonly log: FastifyBaseLogger
   private readonly route: string
   private failing = false
 
-  constructor (quota: StackedQuota, failed: FailedResponse, cost: number, keyOf: (request: FastifyRequest) => string, log: FastifyBaseLogger, route: string) {
+  constructor (quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string) {
     this.quota = quota
     this.failed = failed
     this.cost = cost
-    this.keyOf = keyOf
     this.log = log
     this.route = route
   }
 
-  /** The request passed the check: its response will say whether it failed. */
-  attempted (request: FastifyRequest): void {
-    this.attempts.add(request)
+  /** The request passed the check for `key`: in flight until its response says whether it failed. */
+  attempted (request: FastifyRequest, key: string): void {
+    this.attempts.set(request, key)
+    const pending = this.quota.pending
+    pending.set(key, (pending.get(key) ?? 0) + this.cost)
+  }
+
+  /** The attempt is over (its response is sent, or written): it no longer counts as in flight. Its key, or undefined. */
+  ended (request: FastifyRequest): string | undefined {
+    const key = this.attempts.get(request)
+    if (key === undefined) return undefined
+    this.attempts.delete(request)
+    const pending = this.quota.pending
+    const left = pending.get(key)! - this.cost
+    if (left > 0) pending.set(key, left)
+    else pending.delete(key)
+    return key
   }
 
   /** The route's response is being sent: a failure takes from the client's quota. */
   sending (request: FastifyRequest, reply: FastifyReply): void {
-    if (!this.attempts.delete(request)) return
-    let failure: boolean
-    let key: string
+    const key = this.ended(request)
+    if (key === undefined) return
     try {
-      failure = this.failed(request, reply) === true
-      if (!failure) return
-      key = this.keyOf(request)
+      if (this.failed(request, reply) !== true) return
     } catch (error) {
-      this.trouble(error, 'the failed() option or the key threw')
+      this.trouble(error, 'the failed() option threw')
       return
     }
     let recorded

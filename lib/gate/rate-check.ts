@@ -178,7 +178,7 @@ export class RateCheck {
 
   /** Lets the request go on (it holds its permits until its work ends). */
   admit (request: FastifyRequest, gate: RouteGate, next: Next, key?: string, backendFailed = false): void {
-    if (gate.failures !== undefined) gate.failures.attempted(request)
+    if (gate.failures !== undefined && key !== undefined) gate.failures.attempted(request, key)
     this.global.admitted++
     gate.counters.admitted++
     if (decisions.hasSubscribers) publishDecision(this.registration, request, gate.name, 'admitted', undefined, undefined, key, backendFailed)

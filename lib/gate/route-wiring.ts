@@ -79,8 +79,17 @@ export class RouteWiring {
     route.onRequest = first(onRequest, route.onRequest) as RouteOptions['onRequest']
     // After the route's own preHandlers (authentication among them), as @fastify/rate-limit does.
     if (hooks.preHandler !== undefined) route.preHandler = last(hooks.preHandler, route.preHandler) as RouteOptions['preHandler']
-    route.onResponse = first(this.onResponse, route.onResponse) as RouteOptions['onResponse']
     const failures = gate.failures
+    const permits = this.permits
+    // A login route's attempt ends at its response too, should no onSend have run (a hijacked reply).
+    const onResponse = failures === undefined
+      ? this.onResponse
+      : function admissionOnResponse (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+        failures.ended(request)
+        permits.responded(request, reply)
+        done()
+      }
+    route.onResponse = first(onResponse, route.onResponse) as RouteOptions['onResponse']
     if (failures !== undefined) {
       // Last among the route's onSend hooks: the status it sees is the one sent.
       const counting = function admissionCountFailure (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void): void {
@@ -108,7 +117,7 @@ export class RouteWiring {
       const priority = PRIORITY_NAMES.indexOf(parsed.priority) as Priority
       const check = this.checks.of(parsed.enforce, parsed.errorResponseBuilder)
       const gate = this.limitedGate(name, parsed.maxInFlight, opened, limits, parsed.cost, waits, priority)
-      if (dry) gate.failures = new FailureCount(gate.limiter as StackedQuota, parsed.failed!, parsed.cost, (request) => check.keyOf(request), this.log, name)
+      if (dry) gate.failures = new FailureCount(gate.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name)
       const hooks = gateHooks(gate, this.permits, check, {
         preHandler: parsed.hook === 'preHandler',
         allowList: parsed.allowList,

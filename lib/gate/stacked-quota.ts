@@ -1,6 +1,7 @@
 import type { Policy } from '../core/rates/types.js'
-import type { BackendLimiter, StackLimiter, SynchronousDecisions, SynchronousStack, Verdict } from '../rates/backend.js'
+import { LIMITED, UNDECIDABLE, type BackendLimiter, type StackLimiter, type SynchronousDecisions, type SynchronousStack, type Verdict } from '../rates/backend.js'
 import type { RateDecision, StackDecision } from '../rates/decision.js'
+import { capacityOf } from '../rates/policy.js'
 import { clampRemaining, quotaOf } from './headers.js'
 import type { NamedPolicy } from './limits.js'
 
@@ -9,7 +10,10 @@ import type { NamedPolicy } from './limits.js'
  * the largest wait), and the `RateLimit` headers list every policy from the stack's own numbers.
  *
  * `dry` (login throttling, `count: 'failures'`): the request's decision only checks for room and
- * stores nothing; `record()` consumes, once the response shows a failure.
+ * stores nothing; `record()` consumes, once the response shows a failure. The client's attempts
+ * still in flight count as failures to come (`pending`): a check asks room for them too, so that
+ * parallel attempts cannot outnumber the quota; more in flight than the quota holds is refused
+ * whatever the quota has (`Retry-After` at least 1 s: until an attempt ends).
  */
 export class StackedQuota implements BackendLimiter, SynchronousDecisions {
   /** The first policy: what the logs name (`describePolicy`) when the backend fails. */
@@ -21,6 +25,12 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
   readonly names: readonly string[]
   readonly quotas: readonly number[]
   private readonly dry: boolean
+  /** Login throttling: units of each client's attempts in flight (kept by `FailureCount`). */
+  readonly pending = new Map<string, number>()
+  /** The least capacity of the policies: more pending than this is refused here. */
+  private readonly capacity: number
+  /** The last synchronous check was refused here (too many attempts in flight), not by the quota. */
+  private crowded = false
 
   constructor (stack: StackLimiter, policies: readonly NamedPolicy[], dry: boolean) {
     this.stack = stack
@@ -28,6 +38,7 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     this.names = policies.map((p) => p.name)
     this.quotas = policies.map((p) => quotaOf(p.policy).quota)
     this.dry = dry
+    this.capacity = Math.min(...policies.map((p) => capacityOf(p.policy)))
     this.sync = stack.synchronous
     this.synchronous = this.sync === undefined ? undefined : this
   }
@@ -54,7 +65,13 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
 
   // SynchronousDecisions, over the stack's.
   decide (identity: string, cost: number): Verdict {
-    return this.dry ? this.sync!.checkNow(identity, cost) : this.sync!.decide(identity, cost)
+    const sync = this.sync!
+    if (!this.dry) return sync.decide(identity, cost)
+    const need = cost + (this.pending.get(identity) ?? 0)
+    this.crowded = need > this.capacity
+    if (!this.crowded) return sync.checkNow(identity, need)
+    const verdict = sync.checkNow(identity, cost)
+    return verdict === UNDECIDABLE ? verdict : LIMITED
   }
 
   get remaining (): number {
@@ -63,7 +80,9 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     return least
   }
 
-  get retryAfterMs (): number { return this.sync!.retryAfterMs }
+  get retryAfterMs (): number {
+    return this.crowded ? Math.max(1000, this.sync!.retryAfterMs) : this.sync!.retryAfterMs
+  }
   get decidedAt (): number { return this.sync!.decidedAt }
 
   get resetAt (): number {
@@ -74,7 +93,10 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
 
   // BackendLimiter, over the stack's.
   consume (identity: string, cost: number): Promise<RateDecision> {
-    return this.dry ? this.stack.check(identity, cost) : this.stack.consume(identity, cost)
+    if (!this.dry) return this.stack.consume(identity, cost)
+    const need = cost + (this.pending.get(identity) ?? 0)
+    if (need <= this.capacity) return this.stack.check(identity, need)
+    return this.stack.check(identity, cost).then((d) => ({ ...d, allowed: false, denied: true, retryAfterMs: Math.max(1000, d.allowed ? 0 : d.retryAfterMs) }))
   }
 
   /** Consumes for a failure that the response showed (login throttling). */

@@ -143,3 +143,55 @@ t.test('count and failed are checked at registration', async (t) => {
     await app.close()
   }
 })
+
+for (const kind of BACKENDS) {
+  t.test(`${kind.name}: attempts in flight count as failures to come — parallel attempts cannot outnumber the quota`, { skip: kind.skip }, async (t) => {
+    const clock = manualClock(1_700_000_040_000)
+    const app = Fastify()
+    t.teardown(() => app.close())
+    await app.register(admission, { backend: kind.make(t, clock.now), rateLimit: false })
+    let open!: () => void
+    let gate = new Promise<void>((resolve) => { open = resolve })
+    let entered = 0
+    app.post('/login', { config: { admission: { rateLimit: THREE, count: 'failures' } } }, async (request, reply) => {
+      entered++
+      await gate
+      return (request.body as { password: string }).password === 'secret' ? 'yes' : reply.code(401).send('no')
+    })
+    const attempt = (password: string): Promise<{ statusCode: number, headers: Record<string, unknown> }> =>
+      app.inject({ method: 'POST', url: '/login', payload: { password } }) as never
+    const until = async (n: number): Promise<void> => { while (entered < n) await new Promise((resolve) => setImmediate(resolve)) }
+    // Three in flight fill a quota of three: a fourth is refused, whatever the quota holds.
+    const inFlight = [attempt('secret'), attempt('secret'), attempt('secret')]
+    await until(3)
+    const fourth = await attempt('secret')
+    t.equal(fourth.statusCode, 429)
+    t.equal(fourth.headers['retry-after'], '1', 'until an attempt ends, at least 1 s')
+    t.match(fourth.headers.ratelimit, /r=3;/, 'the quota itself is untouched')
+    open()
+    t.same((await Promise.all(inFlight)).map((r) => r.statusCode), [200, 200, 200])
+    // They succeeded: nothing was taken, nothing is in flight.
+    t.match((await attempt('secret')).headers.ratelimit, /r=3;/)
+
+    // One failure recorded, one attempt in flight: room for one more attempt, not two.
+    entered = 0
+    gate = Promise.resolve()
+    t.equal((await attempt('wrong')).statusCode, 401)
+    await settle()
+    gate = new Promise<void>((resolve) => { open = resolve })
+    entered = 0
+    const pending = attempt('wrong')
+    await until(1)
+    const held = attempt('wrong')
+    await until(2)
+    const refused = await attempt('wrong')
+    t.equal(refused.statusCode, 429, 'one failure and two in flight fill three')
+    t.equal(refused.headers['retry-after'], '60', 'the quota\'s honest wait, should both in flight fail')
+    open()
+    t.same([(await pending).statusCode, (await held).statusCode], [401, 401])
+    await settle()
+    const full = await attempt('secret')
+    t.equal(full.statusCode, 429)
+    t.equal(full.headers['retry-after'], '60')
+  })
+}
