@@ -1,5 +1,5 @@
 import type { Policy } from '../core/rates/types.js'
-import { LIMITED, UNDECIDABLE, type BackendLimiter, type StackLimiter, type SynchronousDecisions, type SynchronousStack, type Verdict } from '../rates/backend.js'
+import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousDecisions, type SynchronousStack, type Verdict } from '../rates/backend.js'
 import type { RateDecision, StackDecision } from '../rates/decision.js'
 import { capacityOf } from '../rates/policy.js'
 import { clampRemaining, quotaOf } from './headers.js'
@@ -70,8 +70,9 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     const need = cost + (this.pending.get(identity) ?? 0)
     this.crowded = need > this.capacity
     if (!this.crowded) return sync.checkNow(identity, need)
-    const verdict = sync.checkNow(identity, cost)
-    return verdict === UNDECIDABLE ? verdict : LIMITED
+    // Refused here whatever the quota holds; the check gives the headers the quota as it stands.
+    sync.checkNow(identity, cost)
+    return LIMITED
   }
 
   get remaining (): number {
@@ -96,7 +97,7 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     if (!this.dry) return this.stack.consume(identity, cost)
     const need = cost + (this.pending.get(identity) ?? 0)
     if (need <= this.capacity) return this.stack.check(identity, need)
-    return this.stack.check(identity, cost).then((d) => ({ ...d, allowed: false, denied: true, retryAfterMs: Math.max(1000, d.allowed ? 0 : d.retryAfterMs) }))
+    return this.stack.check(identity, cost).then((d) => ({ ...d, allowed: false, denied: true, retryAfterMs: Math.max(1000, (d as { retryAfterMs?: number }).retryAfterMs ?? 0) }))
   }
 
   /** Consumes for a failure that the response showed (login throttling). */
