@@ -109,3 +109,24 @@ t.test('a backend without stack(): a stack, and count: \'failures\', are refused
     message: /to be 'requests': the backend \(kind "plain"\) has no stack\(\), which count: 'failures' needs/
   })
 })
+
+t.test('login throttling on a stack deciding by promise: more attempts in flight than the quota holds are refused', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { backend: asyncBackend({ consume: 'ok' }), rateLimit: false })
+  let open!: () => void
+  const gate = new Promise<void>((resolve) => { open = resolve })
+  let entered = 0
+  app.post('/login', { config: { admission: { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, count: 'failures' } } }, async (_request, reply) => {
+    entered++
+    await gate
+    return reply.code(401).send('no')
+  })
+  const first = app.inject({ method: 'POST', url: '/login' })
+  while (entered < 1) await new Promise((resolve) => setImmediate(resolve))
+  const second = await app.inject({ method: 'POST', url: '/login' })
+  t.equal(second.statusCode, 429)
+  t.equal(second.headers['retry-after'], '1', 'until the attempt in flight ends')
+  open()
+  t.equal((await first).statusCode, 401)
+})
