@@ -17,7 +17,7 @@ type Tap = Test
 
 /** The addresses a memory backend holds quotas at (a private field, read for this test only). */
 function addressesOf (backend: MemoryBackend): string[] {
-  return [...(backend as unknown as { limiters: Map<string, unknown> }).limiters.keys()]
+  return [...(backend as unknown as { quotas: { addresses (): IterableIterator<string> } }).quotas.addresses()]
 }
 
 /** Takes the whole quota of `identity` (capacity 2), then tells whether another consume passes. */

@@ -3,8 +3,8 @@ import { MemoryLimiter } from './memory-limiter.js'
 import { ADMITTED, UNDECIDABLE, type BackendLimiter, type RatesBackend, type SynchronousDecisions, type Verdict } from '../../rates/backend.js'
 import { epochMs } from '../../rates/clock.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
-import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
-import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
+import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { isStack, QuotaMap } from '../../rates/limiter-map.js'
 import { MemoryBackendStack } from './memory-stack.js'
 import { exactObject, optionalFunction, positiveInteger } from '../../validation/checks.js'
 
@@ -31,8 +31,7 @@ export class MemoryBackend implements RatesBackend {
   readonly kind = 'memory'
   readonly maxIdentities: number
   readonly clock: () => number
-  private readonly limiters = new LimiterMap<MemoryBackendLimiter>()
-  private readonly stacks = new StackMap<MemoryBackendStack>()
+  private readonly quotas = new QuotaMap<MemoryBackendLimiter, MemoryBackendStack>()
   private stopped = false
 
   constructor (options: MemoryBackendOptions = {}) {
@@ -47,31 +46,24 @@ export class MemoryBackend implements RatesBackend {
 
   limiter (address: string, policy: Readonly<Policy>): MemoryBackendLimiter {
     if (this.stopped) throw new RatesStoppedError(address)
-    // An address names one quota: a stack there is another policy, not a second quota beside it.
-    const stack = this.stacks.get(address)
-    if (stack !== undefined) throw new RatesPolicyConflictError(address, stack.policies, policy)
-    return this.limiters.open(address, policy, () => new MemoryBackendLimiter(this, address, policy))
+    return this.quotas.limiter(address, policy, () => new MemoryBackendLimiter(this, address, policy))
   }
 
   stack (address: string, policies: readonly Readonly<Policy>[]): MemoryBackendStack {
     if (this.stopped) throw new RatesStoppedError(address)
-    const limiter = this.limiters.get(address)
-    if (limiter !== undefined) throw new RatesPolicyConflictError(address, limiter.policy, policies)
-    return this.stacks.open(address, policies, () => new MemoryBackendStack(this, address, policies))
+    return this.quotas.stack(address, policies, () => new MemoryBackendStack(this, address, policies))
   }
 
   /** Identities with live state, over all limiters (a stack counts each of its policies'). */
   get identities (): number {
     let total = 0
-    for (const limiter of this.limiters.values()) total += limiter.store.table.size
-    for (const stack of this.stacks.values()) total += stack.identities
+    for (const quota of this.quotas.values()) total += isStack(quota) ? quota.identities : quota.store.table.size
     return total
   }
 
   async stop (): Promise<void> {
     this.stopped = true
-    this.limiters.clear()
-    this.stacks.clear()
+    this.quotas.clear()
   }
 }
 

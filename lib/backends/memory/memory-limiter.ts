@@ -61,12 +61,7 @@ export class MemoryLimiter {
     const fresh = slot === -1
     if (fresh) {
       slot = table.insert(key, now)
-      if (slot === -1) {
-        this.retryAfterMs = table.waitMs
-        this.remaining = 0
-        this.resetAt = now + table.waitMs
-        return SATURATED
-      }
+      if (slot === -1) return this.saturated(now)
       state = kernel.fresh(this.policy, now)
     } else {
       table.touched(slot)
@@ -79,6 +74,15 @@ export class MemoryLimiter {
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt
     return outcome.allowed ? ADMITTED : LIMITED
+  }
+
+  /** No slot for a new identity: the wait until one frees, nothing left. */
+  private saturated (now: number): Verdict {
+    const wait = this.table.waitMs
+    this.retryAfterMs = wait
+    this.remaining = 0
+    this.resetAt = now + wait
+    return SATURATED
   }
 
   /**
@@ -95,9 +99,7 @@ export class MemoryLimiter {
     if (fresh) {
       slot = table.insert(key, now)
       if (slot === -1) {
-        this.retryAfterMs = table.waitMs
-        this.remaining = 0
-        this.resetAt = now + table.waitMs
+        this.saturated(now)
         // The identity has no state here: as it stands it is a new one, at full capacity. A stack
         // that another policy refused reports that (nothing would have been stored anyway).
         this.standingRemaining = this.capacity

@@ -1,8 +1,8 @@
 import { performance } from 'node:perf_hooks'
 import type { Policy } from '../../core/rates/index.js'
 import type { RatesBackend } from '../../rates/backend.js'
-import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
-import { LimiterMap, StackMap } from '../../rates/limiter-map.js'
+import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { isStack, QuotaMap } from '../../rates/limiter-map.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
 import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
@@ -81,8 +81,7 @@ export class RedisBackend implements RatesBackend {
   readonly timeoutMs: number
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
-  private readonly limiters = new LimiterMap<RedisBackendLimiter>()
-  private readonly stacks = new StackMap<RedisBackendStack>()
+  private readonly quotas = new QuotaMap<RedisBackendLimiter, RedisBackendStack>()
   /** Set only by `testingRedisBackend()` (tests): one clock for the script and the deny cache. */
   private testing: RedisBackendTesting | undefined
   private readonly call: ScriptCall
@@ -148,10 +147,7 @@ export class RedisBackend implements RatesBackend {
 
   limiter (address: string, policy: Readonly<Policy>): RedisBackendLimiter {
     if (this.stopped) throw new RatesStoppedError(address)
-    // An address names one quota (as on memory): a stack there is another policy, not a second quota.
-    const stack = this.stacks.get(address)
-    if (stack !== undefined) throw new RatesPolicyConflictError(address, stack.policies, policy)
-    return this.limiters.open(address, policy, () => new RedisBackendLimiter(this, address, policy))
+    return this.quotas.limiter(address, policy, () => new RedisBackendLimiter(this, address, policy))
   }
 
   /**
@@ -161,9 +157,7 @@ export class RedisBackend implements RatesBackend {
   stack (address: string, policies: readonly Readonly<Policy>[]): RedisBackendStack {
     if (this.stopped) throw new RatesStoppedError(address)
     if (policies.length === 0) throw new RatesInvalidArgumentError('policies', 'one or more policies', policies)
-    const limiter = this.limiters.get(address)
-    if (limiter !== undefined) throw new RatesPolicyConflictError(address, limiter.policy, policies)
-    return this.stacks.open(address, policies, () => new RedisBackendStack(this, address, policies))
+    return this.quotas.stack(address, policies, () => new RedisBackendStack(this, address, policies))
   }
 
   /** Runs the decision script on `key` (`runScript`). */
@@ -227,9 +221,8 @@ export class RedisBackend implements RatesBackend {
    */
   async stop (): Promise<void> {
     this.stopped = true
-    for (const limiter of this.limiters.values()) limiter.cache?.clear()
-    this.limiters.clear()
-    this.stacks.clear()
+    for (const quota of this.quotas.values()) if (!isStack(quota)) quota.cache?.clear()
+    this.quotas.clear()
   }
 }
 
