@@ -1,7 +1,8 @@
 import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../core/rates/types.js'
-import { capacityOf, normalizePolicy, samePolicy } from '../rates/policy.js'
-import { exactObject, memberPath } from '../validation/checks.js'
+import { normalizePolicy, samePolicy } from '../rates/policy.js'
+import { MAX_STACK_POLICIES, stackCapacity } from '../rates/policy-stack.js'
+import { exactList, exactObject, memberPath } from '../validation/checks.js'
 import { AdmissionOptionError } from './errors.js'
 import { quotaOf } from './headers.js'
 
@@ -39,8 +40,6 @@ export function isTiers (limits: Limits): limits is TierLimits {
   return (limits as TierLimits).kind === 'tiers'
 }
 
-/** At most this many policies in a stack: each is a state per client and a key per decision on Redis. */
-export const MAX_STACK = 8
 const MAX_TIERS = 32
 // A draft-10 list member's key (RFC 8941 sf-key): the name in `RateLimit-Policy` and `RateLimit`.
 const NAME = /^[a-z][a-z0-9_.-]{0,63}$/
@@ -60,8 +59,12 @@ export function limitsOption (path: string, value: unknown): Limits {
   return normalizePolicy(value, path, { algorithm: 'token-bucket' }, complain)
 }
 
-function stackOption (path: string, list: unknown[], tier: string): StackLimits | Readonly<Policy> {
-  if (list.length === 0 || list.length > MAX_STACK) throw new AdmissionOptionError(path, `a list of 1 to ${MAX_STACK} policies (a stack: a request passes only when every one has room)`, list)
+const STACK_TEXT = `a list of 1 to ${MAX_STACK_POLICIES} policies (a stack: a request passes only when every one has room)`
+
+function stackOption (path: string, input: unknown, tier: string): StackLimits | Readonly<Policy> {
+  // Read as the rates capability reads its lists: an exact array, no holes, no getters.
+  const list = exactList(complain, path, input, STACK_TEXT, MAX_STACK_POLICIES)
+  if (list.length === 0) throw new AdmissionOptionError(path, STACK_TEXT, input, { got: 'an empty list' })
   const policies: NamedPolicy[] = []
   for (let i = 0; i < list.length; i++) {
     const at = `${path}[${i}]`
@@ -129,7 +132,7 @@ export function policiesOf (limits: Limits): Readonly<Policy>[] {
 
 /** The largest cost every policy can take: the least capacity among them. */
 export function capacityOfLimits (limits: Limits): number {
-  return Math.min(...policiesOf(limits).map(capacityOf))
+  return stackCapacity(policiesOf(limits))
 }
 
 /** Whether two limits (not tiers: a group cannot have them) are the same quota (groups check that every route of one agrees). */

@@ -1,7 +1,7 @@
 import type { Policy } from '../core/rates/types.js'
 import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousDecisions, type SynchronousStack, type Verdict } from '../rates/backend.js'
 import type { RateDecision, StackDecision } from '../rates/decision.js'
-import { capacityOf } from '../rates/policy.js'
+import { stackCapacity } from '../rates/policy-stack.js'
 import { clampRemaining, quotaOf } from './headers.js'
 import type { NamedPolicy } from './limits.js'
 
@@ -38,7 +38,7 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     this.names = policies.map((p) => p.name)
     this.quotas = policies.map((p) => quotaOf(p.policy).quota)
     this.dry = dry
-    this.capacity = Math.min(...policies.map((p) => capacityOf(p.policy)))
+    this.capacity = stackCapacity(stack.policies)
     this.sync = stack.synchronous
     this.synchronous = this.sync === undefined ? undefined : this
   }
