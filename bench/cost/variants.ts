@@ -29,6 +29,8 @@ export interface CostVariant {
   readonly route?: RouteShorthandOptions
   /** In the default run (`BENCH_COST_VARIANTS` unset). Default true. */
   readonly byDefault?: boolean
+  /** The route is declared before `setup` (the plugin's registration then finds it already there). */
+  readonly routeFirst?: boolean
 }
 
 const HOUR = 3_600_000
@@ -135,6 +137,9 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'admit-features', description: 'fastify-admission admitting with an errorResponseBuilder, an allowList (client not on it) and two stacked policies', status: 200, byDefault: false, setup: featuresOn(hugeStack) },
   { name: 'refuse-features', description: 'fastify-admission refusing (429) with an errorResponseBuilder, an allowList and two stacked policies', status: 429, byDefault: false, setup: featuresOn(onceStack) },
   { name: 'admit-tiers', description: 'fastify-admission admitting, tiers (two, one policy each) picked by a header', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: { tiers: { free: huge, pro: { limit: 2e9, windowMs: 60_000 } }, tier: (request: FastifyRequest) => request.headers['x-plan'] === 'pro' ? 'pro' : 'free' } as never, key: byHeader }) },
+  // Routes declared before the plugin (no registration saw them): the gate's hooks are the context's.
+  { name: 'admit-early', description: 'as admit, the route declared before the plugin (context-level hooks)', status: 200, byDefault: false, routeFirst: true, setup: admit },
+  { name: 'optout-early', description: 'as optout, the route declared before the plugin (context-level hooks)', status: 200, byDefault: false, routeFirst: true, setup: admit, route: { config: { admission: false } } },
   { name: 'node-http', description: 'node:http alone, no Fastify (load + HTTP server floor)', status: 200, server: 'http' },
   { name: 'load-only', description: 'canned reply on node:net, no HTTP server (the load and sockets alone)', status: 200, server: 'net' }
 ]
@@ -152,8 +157,9 @@ const sink = { write (_line: string): void {} }
 
 async function listenFastify (v: CostVariant): Promise<Started> {
   const app = Fastify({ logger: v.logger === true ? { level: 'info', stream: sink } : false })
+  if (v.routeFirst === true) app.get('/', v.route ?? {}, () => BODY)
   if (v.setup !== undefined) await v.setup(app)
-  app.get('/', v.route ?? {}, () => BODY)
+  if (v.routeFirst !== true) app.get('/', v.route ?? {}, () => BODY)
   await app.listen({ host: '127.0.0.1', port: 0 })
   const address = app.server.address()
   if (address === null || typeof address === 'string') throw new Error('no TCP address')

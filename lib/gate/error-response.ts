@@ -1,9 +1,8 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../core/rates/types.js'
 import { optionalFunction } from '../validation/checks.js'
 import { AdmissionOptionError } from './errors.js'
-import type { RefusalReason } from './problem.js'
-import type { RouteGate } from './route-gate.js'
+import type { RefusalReason } from './outcomes/refusal-text.js'
 
 /** What `errorResponseBuilder` is told about a refusal. */
 export interface AdmissionRefusalContext {
@@ -40,43 +39,4 @@ export function builderOption (path: string, value: unknown): ErrorResponseBuild
     throw new AdmissionOptionError(path, 'a synchronous function (request, context) => object (an async function returns a promise, which is not a response)', value)
   }
   return builder
-}
-
-/**
- * Refuses with the builder's value through Fastify's error path; `Retry-After` is set first and set
- * again on every `send` of this reply (the error handler's included), so neither the value's
- * `headers` nor a handler can make it earlier than the gate's. Returns why the builder's result
- * cannot be used (it threw, or returned no object or a promise), for the caller to fall back; then
- * nothing was sent.
- */
-export function sendBuilt (builder: ErrorResponseBuilder, request: FastifyRequest, reply: FastifyReply, next: (error: unknown) => void,
-  gate: RouteGate, status: 429 | 503, retrySeconds: number, reason: RefusalReason): unknown {
-  let built: unknown
-  try {
-    built = builder(request, {
-      statusCode: status,
-      reason,
-      retryAfterSeconds: retrySeconds,
-      policy: gate.policy,
-      route: gate.name,
-      max: gate.quota,
-      ttl: retrySeconds * 1000,
-      after: `${retrySeconds} second${retrySeconds === 1 ? '' : 's'}`
-    })
-  } catch (error) {
-    return error
-  }
-  // Fastify takes a falsy error for "go on": the request would pass. A promise is no response.
-  if (built === null || typeof built !== 'object' || typeof (built as { then?: unknown }).then === 'function') {
-    return new TypeError(`errorResponseBuilder returned ${built === null ? 'null' : typeof built === 'object' ? 'a promise' : `a ${typeof built}`}, not an object`)
-  }
-  const retryAfter = String(retrySeconds)
-  const send = reply.send
-  reply.send = function admissionSendRefusal (this: FastifyReply, payload?: unknown) {
-    this.header('retry-after', retryAfter)
-    return send.call(this, payload)
-  }
-  reply.code(status).header('retry-after', retryAfter)
-  next(built)
-  return undefined
 }

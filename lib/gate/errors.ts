@@ -1,35 +1,8 @@
-import { complaintMessage, type Complain } from '../validation/checks.js'
+export { AdmissionError, AdmissionOptionError } from '../validation/errors.js'
+import { AdmissionError } from '../validation/errors.js'
 import { show } from '../validation/show.js'
 
 export { show }
-
-/** Every error this plugin throws by its own decision; `code` is stable across versions. */
-export class AdmissionError extends Error {
-  // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionError' }) }
-  declare readonly code: string
-  constructor (code: string, message: string) {
-    super(message)
-    this.name = new.target.name
-    this.code = code
-  }
-}
-
-/** An option or a route's `config.admission` that is not valid; `path` names it, `value` is what was given. */
-export class AdmissionOptionError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
-  declare readonly path: string
-  declare readonly value: unknown
-  constructor (path: string, expected: string, value: unknown, details: { subject?: string, got?: string } = {}) {
-    super('ADMISSION_INVALID_OPTION', complaintMessage({ path, expected, value, ...details }))
-    this.path = path
-    this.value = value
-  }
-
-  /** The validation toolkit's complaints, as this error. */
-  static readonly complain: Complain = ({ path, expected, value, subject, got }) =>
-    new AdmissionOptionError(path, expected, value, { ...(subject === undefined ? {} : { subject }), ...(got === undefined ? {} : { got }) })
-}
 
 /**
  * The `key(request)` option returned something that is not a key: not a string, or longer than

@@ -2,6 +2,8 @@ import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { UNDECIDABLE } from '../rates/backend.js'
 import { AdmissionOptionError } from './errors.js'
 import type { StackedQuota } from './stacked-quota.js'
+import type { Step } from './outcomes/recorder.js'
+import type { Permit } from './release/permit.js'
 
 /** What a route's requests count against its quota: every request (the default), or only failures (login throttling). */
 export type CountMode = 'requests' | 'failures'
@@ -36,12 +38,12 @@ export function failedOption (path: string, value: unknown, count: CountMode): F
  * failure is never refunded. Attempts still in flight count as failures to come (the quota's
  * `pending`, by the key the check used), so parallel attempts cannot outnumber the quota. Counted
  * in `onSend`, which runs for every response the route sends (errors too, and after the client
- * went away), where `onResponse` may not run; `onResponse` ends an attempt too, whichever comes
- * first, so that an attempt whose reply is never sent (hijacked) still stops counting.
+ * went away); an attempt also ends with its permit, whichever comes first, so that an attempt
+ * whose reply is never sent (hijacked, its client gone) stops counting.
  */
 export class FailureCount {
-  /** Attempts admitted and not yet answered, with the key their check used. */
-  private readonly attempts = new WeakMap<FastifyRequest, string>()
+  /** Attempts admitted and not yet answered (each permit's key is the one its check used). */
+  private readonly attempts = new WeakSet<Permit>()
   private readonly quota: StackedQuota
   private readonly failed: FailedResponse
   private readonly cost: number
@@ -57,29 +59,33 @@ export class FailureCount {
     this.route = route
   }
 
-  /** The request passed the check for `key`: in flight until its response says whether it failed. */
-  attempted (request: FastifyRequest, key: string): void {
-    this.attempts.set(request, key)
-    const pending = this.quota.pending
-    pending.set(key, (pending.get(key) ?? 0) + this.cost)
+  /** The plan's step: the request passed the check for its key; in flight until its response says whether it failed. */
+  step (next: Step): Step {
+    return (permit) => {
+      this.attempts.add(permit)
+      const key = permit.key!
+      const pending = this.quota.pending
+      pending.set(key, (pending.get(key) ?? 0) + this.cost)
+      next(permit)
+    }
   }
 
-  /** The attempt is over (its response is sent, or written): it no longer counts as in flight. Its key, or undefined. */
-  ended (request: FastifyRequest): string | undefined {
-    const key = this.attempts.get(request)
-    if (key === undefined) return undefined
-    this.attempts.delete(request)
+  /** The attempt is over (its response is sent, or its permit ended): it no longer counts as in flight. Whether it was one. */
+  readonly ended = (permit: Permit): boolean => {
+    if (!this.attempts.delete(permit)) return false
+    const key = permit.key!
     const pending = this.quota.pending
     const left = pending.get(key)! - this.cost
     if (left > 0) pending.set(key, left)
     else pending.delete(key)
-    return key
+    return true
   }
 
   /** The route's response is being sent: a failure takes from the client's quota. */
-  sending (request: FastifyRequest, reply: FastifyReply): void {
-    const key = this.ended(request)
-    if (key === undefined) return
+  sending (permit: Permit): void {
+    if (!this.ended(permit)) return
+    const { request, reply } = permit
+    const key = permit.key!
     try {
       if (this.failed(request, reply) !== true) return
     } catch (error) {

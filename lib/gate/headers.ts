@@ -18,10 +18,12 @@ export function quotaOf (policy: Policy): { quota: number, windowSeconds: number
   return { quota, windowSeconds: Math.max(1, ceilDiv(refillMs, 1000)) }
 }
 
-/** `RateLimit-Policy`: `"<name>";q=<quota>;w=<seconds>`, named `default` unless a tier names it. */
-export function policyHeader (policy: Policy, name = 'default'): string {
-  const { quota, windowSeconds } = quotaOf(policy)
-  return `"${name}";q=${quota};w=${windowSeconds}`
+/** `RateLimit-Policy`: `"<name>";q=<quota>;w=<seconds>` for each policy (draft 10's list), named `default` unless a tier or a stack names it. */
+export function policyHeader (policies: Policy | readonly Policy[], names: readonly string[] = ['default']): string {
+  return (Array.isArray(policies) ? policies as readonly Policy[] : [policies as Policy]).map((policy, i) => {
+    const { quota, windowSeconds } = quotaOf(policy)
+    return `"${names[i]!}";q=${quota};w=${windowSeconds}`
+  }).join(', ')
 }
 
 /**
@@ -29,7 +31,21 @@ export function policyHeader (policy: Policy, name = 'default'): string {
  * backend reports), and `t`, the seconds until full capacity, rounded up.
  */
 export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number, start = DEFAULT_START): string {
-  return `${start}${clampRemaining(remaining, quota)};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
+  return `${start}${clampRemaining(remaining, quota)};t=${secondsUntil(resetAt, now)}`
+}
+
+/** `RateLimit` of a stack: one item per policy, in the stack's order. */
+export function rateLimitList (starts: readonly string[], quotas: readonly number[], remaining: ArrayLike<number>, resetAt: ArrayLike<number>, now: number): string {
+  let value = ''
+  for (let i = 0; i < starts.length; i++) {
+    value += `${i === 0 ? '' : ', '}${rateLimitHeader(remaining[i]!, quotas[i]!, resetAt[i]!, now, starts[i])}`
+  }
+  return value
+}
+
+/** Whole seconds from `now` to `at`, rounded up, never below 0. */
+function secondsUntil (at: number, now: number): number {
+  return Math.ceil(Math.max(0, at - now) / 1000)
 }
 
 /** The start of `RateLimit`'s value for a policy named `name`, made once per route: `"<name>";r=`. */

@@ -1,25 +1,28 @@
 import type { FastifyInstance } from 'fastify'
 import fp from 'fastify-plugin'
 import { memoryBackend } from '../backends/memory/memory-backend.js'
+import { AdmissionMetrics } from '../metrics/admission-metrics.js'
+import { newCounters } from '../metrics/counters.js'
+import { Pressure } from '../pressure/pressure.js'
+import { exposeStatusRoute } from '../pressure/status-route.js'
 import type { RatesBackend } from '../rates/backend.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
 import { clientKey, gateKey } from './client-key.js'
-import { decorateAdmission, registryOver, statsOf, type AdmissionDecorator } from './decorator.js'
+import { decorateAdmission, statsOf, type AdmissionDecorator } from './decorator.js'
+import { warnForeignRateLimit } from './foreign-config.js'
+import { onRequestByRoute, onRequestHook, preHandlerByRoute } from './on-request.js'
+import { onResponseHook, onSendByRoute } from './on-response.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options.js'
 import { validateOptions } from './options.js'
-import { AdaptivePermits } from './adaptive-permits.js'
-import { Permits } from './permits.js'
-import { Pressure } from '../pressure/pressure.js'
-import { exposeStatusRoute } from '../pressure/status-route.js'
+import { Planner } from './plan/planner.js'
 import { openLimits, Quotas, type OpenedLimits } from './quotas.js'
-import { Checks } from './check-kinds.js'
 import { registrationAddress } from './registration-address.js'
-import { notFoundHook } from './route-hooks.js'
-import { warnForeignRateLimit } from './foreign-config.js'
-import { RouteWiring } from './route-wiring.js'
-import { newCounters } from './stats.js'
-import { AdmissionMetrics } from '../metrics/admission-metrics.js'
+import { registryOver } from './registry.js'
+import { AdaptiveSampler } from './release/adaptive-sampler.js'
+import { permitField, Slots } from './release/slots.js'
+import { encloses, routeRecord, see, ungated, unseenRoutes } from './route-record.js'
+import { RouteWiring } from './wiring.js'
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -35,87 +38,121 @@ declare module 'fastify' {
 }
 
 /**
- * One registration: options checked, the backend chosen (and owned when the plugin made it),
- * the shared quota opened, hooks wired on each route as it is added, the decorator set.
+ * One registration, top to bottom: options checked, the backend chosen (and owned when the plugin
+ * made it), the shared quota opened, the in-flight slots and pressure made, a plan put on every
+ * route of the context and its children, the decorator set.
  */
 function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (err?: Error) => void): void {
   let settings: Settings
   let backend: RatesBackend
+  let shared: OpenedLimits
+  let quotas: Quotas
+  let address: string
+  // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
+  let metrics: AdmissionMetrics | undefined
   try {
     settings = validateOptions(options)
     backend = settings.backend ?? memoryBackend(settings.maxIdentities === undefined ? {} : { maxIdentities: settings.maxIdentities })
+    // The plugin stops only a backend it made; one the application passed may serve other apps.
+    decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
+    address = registrationAddress(fastify)
+    metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
+    quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
+    // A stopped backend, one whose quota here already has another policy, or a custom backend whose limiter is not one.
+    shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
   } catch (error) {
     // A callback plugin must hand its error to `done`: avvio does not catch a synchronous throw.
     done(error as Error)
     return
   }
-  // The plugin stops only a backend it made; one the application passed may serve other apps.
-  decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
-  const address = registrationAddress(fastify)
-  // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
-  const metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
-  const quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
-  let shared: OpenedLimits
-  try {
-    shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
-  } catch (error) {
-    // A stopped backend, one whose quota here already has another policy, or a custom backend
-    // whose limiter is not one.
-    done(error as Error)
-    return
-  }
+
+  // The in-flight slots: a fixed limit, or the adaptive limit's, moved by its sampler.
   const global = newCounters()
-  const permits = permitsFor(fastify, global, settings)
-  fastify.addHook('onClose', (_instance, closed) => { permits.stop(); closed() })
-  const checks = new Checks(settings, global, permits, fastify.log, address)
-  // The plugin's own kind of check: the 404 hook's and pressure's refusals.
-  const check = checks.of(settings.enforce, settings.errorResponseBuilder)
+  const inFlight = settings.maxInFlight
+  const slots = new Slots(global, typeof inFlight === 'number' ? inFlight : 0, inFlight === false ? 0 : settings.criticalReserve)
+  const sampler = typeof inFlight === 'object' ? new AdaptiveSampler(slots, inFlight.limit) : undefined
+  fastify.addHook('onClose', (_instance, closed) => { sampler?.stop(); closed() })
+  // Off unless asked for: no timer, no sampler, and no step in any plan.
+  const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
+  const keyOf = settings.key === undefined
+    ? (request: { ip: string }) => clientKey(request.ip, settings.ipv6Subnet)
+    : (request: Parameters<NonNullable<Settings['key']>>[0]) => gateKey(settings.key!(request))
+  const planner = new Planner({
+    outcomes: { global, slots, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onBackendError: settings.onBackendError, onLimit: settings.onLimit, onShed: settings.onShed },
+    slots,
+    globalGate: inFlight !== false,
+    sampler,
+    pressure,
+    headers: settings.headers,
+    keyOf,
+    allowListSkipsShedding: settings.allowListSkipsShedding,
+    responseBody: settings.responseBody,
+    log: fastify.log
+  })
+
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
-  // Off unless asked for: no timer, no sampler, and the route hooks are the gate's own.
-  const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay, check)
-  const wiring = new RouteWiring(settings, quotas, shared, permits, checks, fastify.log, serverTimeout, pressure)
-  const notFound = wiring.limitedGate('404', false, shared, settings.rateLimit, settings.cost, false)
-  wiring.gates.set(notFound.name, notFound)
-  fastify.addHook('onRoute', (route) => {
+  const field = permitField(fastify)
+  const wiring = new RouteWiring(settings, quotas, shared, planner, fastify.log, field, serverTimeout, depthOf(fastify))
+  const notFound = wiring.notFoundPlan()
+  const record = routeRecord(fastify)
+  record.fields.push(field)
+  // Routes declared before any registration watched never pass an `onRoute` of this plugin: then
+  // the gate's two hooks are the context's (Fastify gives them to every route of the context and
+  // of its children, whenever declared); otherwise each route gets its own, and an opted-out
+  // route runs none.
+  const routesBefore = unseenRoutes(fastify, record)
+  // Routes declared in this context before it that a registration saw: wired as if seen now.
+  for (const [route, context] of record.seen) {
+    if (!encloses(fastify, context)) continue
+    record.gated.add(route)
+    if (routesBefore) wiring.preplan(route)
+    else wiring.wire(route)
+  }
+  fastify.addHook('onRoute', function admissionOnRoute (this: FastifyInstance, route) {
+    see(record, this, route)
     warnForeignRateLimit(route, fastify.log)
-    wiring.wire(route)
+    record.gated.add(route)
+    if (routesBefore) wiring.mark(route)
+    else wiring.wire(route)
   })
-  fastify.addHook('onReady', (ready) => { ready(wiring.errors[0]) })
+  if (routesBefore) {
+    fastify.addHook('onRequest', onRequestByRoute(wiring.planOf, field))
+    fastify.addHook('preHandler', preHandlerByRoute(field))
+    fastify.addHook('onSend', onSendByRoute(field))
+    fastify.addHook('onResponse', onResponseHook(field))
+  }
+  fastify.addHook('onReady', (ready) => { ready(wiring.errors[0] ?? ungated(record)) })
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
-  const notFoundGate = notFoundHook(notFound, permits, check, settings.allowList, !settings.enforce)
 
-  const toKey = settings.key === undefined
-    ? (key: string) => clientKey(key, settings.ipv6Subnet)
-    : gateKey
+  const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
   decorateAdmission(fastify, Object.freeze({
     address,
     stats: pressure === undefined
-      ? () => statsOf(global, wiring.gates.values(), backend, permits.currentLimit)
-      : () => ({ ...statsOf(global, wiring.gates.values(), backend, permits.currentLimit), pressure: pressure.counts() }),
-    get limit () { return permits.currentLimit === 0 ? false : permits.currentLimit },
+      ? () => statsOf(global, wiring.gates.values(), backend, slots.limit)
+      : () => ({ ...statsOf(global, wiring.gates.values(), backend, slots.limit), pressure: pressure.counts() }),
+    get limit () { return slots.limit === 0 ? false : slots.limit },
     pressure: () => pressure?.status(),
     registry: registryOver(shared.limiter, toKey),
     registryOf: (route: string) => {
       const gate = wiring.gates.get(route)
       return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)
     },
-    notFound: pressure === undefined ? notFoundGate : pressure.hook(notFound, notFoundGate)
+    notFound: onRequestHook(notFound, field)
   } satisfies AdmissionDecorator))
   if (metrics === undefined) {
     done()
     return
   }
-  const source = { global, gates: () => wiring.gates.values(), limit: () => permits.currentLimit, admitsOnBackendError: settings.onBackendError === 'allow' }
+  const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow' }
   metrics.start(fastify, source, address).then(() => { done() }, done)
 }
 
-/** The permits of the global gate: chosen here, so that a fixed limit never runs the adaptive one's code. */
-function permitsFor (fastify: FastifyInstance, global: ReturnType<typeof newCounters>, settings: Settings): Permits {
-  const inFlight = settings.maxInFlight
-  if (inFlight === false) return new Permits(fastify, global, 0)
-  if (typeof inFlight === 'number') return new Permits(fastify, global, inFlight, settings.criticalReserve)
-  return new AdaptivePermits(fastify, global, inFlight.limit, settings.criticalReserve)
+/** How many contexts enclose `fastify` (the root: 0). */
+function depthOf (fastify: FastifyInstance): number {
+  let depth = 0
+  for (let at = Object.getPrototypeOf(fastify) as object | null; at !== null && at !== Object.prototype; at = Object.getPrototypeOf(at) as object | null) depth++
+  return depth
 }
 
 export const admissionPlugin = fp(admission, { fastify: '5.x', name: 'fastify-admission' })

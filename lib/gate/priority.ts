@@ -1,7 +1,3 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { Permits } from './permits.js'
-import type { RouteGate } from './route-gate.js'
-
 /**
  * A route's priority at the global in-flight gate (`config.admission.priority`). Under pressure the
  * lowest goes first, with the limit L and the reserve R = floor(criticalReserve * L):
@@ -27,12 +23,4 @@ export const DEFAULT_CRITICAL_RESERVE = 0.2
 /** The reserve R for a limit L: floor(share * L), so that L - R >= 1 for any share below 1. */
 export function reserveOf (limit: number, share: number): number {
   return Math.floor(limit * share)
-}
-
-/**
- * The permit of a route by its priority, for the paths that do not pick their hook per priority at
- * `onRoute` (the allow list, the preHandler check, shadow mode): one rule for all of them.
- */
-export function takeByPriority (permits: Permits, request: FastifyRequest, reply: FastifyReply, gate: RouteGate): boolean {
-  return gate.priority === NORMAL ? permits.take(request, reply, gate) : permits.takePrioritized(request, reply, gate)
 }

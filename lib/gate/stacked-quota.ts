@@ -1,8 +1,8 @@
 import type { Policy } from '../core/rates/types.js'
-import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousDecisions, type SynchronousStack, type Verdict } from '../rates/backend.js'
+import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousStack, type Verdict, type Verdicts } from '../rates/backend.js'
 import type { RateDecision, StackDecision } from '../rates/decision.js'
 import { stackCapacity } from '../rates/policy-stack.js'
-import { clampRemaining, quotaOf } from './headers.js'
+import { quotaOf, rateLimitStart } from './headers.js'
 import type { NamedPolicy } from './limits.js'
 
 /**
@@ -15,15 +15,18 @@ import type { NamedPolicy } from './limits.js'
  * parallel attempts cannot outnumber the quota; more in flight than the quota holds is refused
  * whatever the quota has (`Retry-After` at least 1 s: until an attempt ends).
  */
-export class StackedQuota implements BackendLimiter, SynchronousDecisions {
+export class StackedQuota implements BackendLimiter, Verdicts {
   /** The first policy: what the logs name (`describePolicy`) when the backend fails. */
   readonly policy: Readonly<Policy>
   readonly stack: StackLimiter
-  readonly synchronous: SynchronousDecisions | undefined
+  /** Its verdicts on the request's path, when the stack decides synchronously (memory). */
+  readonly verdicts: Verdicts | undefined
   /** The stack's synchronous decisions (memory), read for the headers right after `decide()`. */
   readonly sync: SynchronousStack | undefined
   readonly names: readonly string[]
   readonly quotas: readonly number[]
+  /** Each policy's start of its `RateLimit` item (`"<name>";r=`), made once. */
+  readonly starts: readonly string[]
   private readonly dry: boolean
   /** Login throttling: units of each client's attempts in flight (kept by `FailureCount`). */
   readonly pending = new Map<string, number>()
@@ -37,33 +40,14 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     this.policy = policies[0]!.policy
     this.names = policies.map((p) => p.name)
     this.quotas = policies.map((p) => quotaOf(p.policy).quota)
+    this.starts = this.names.map(rateLimitStart)
     this.dry = dry
     this.capacity = stackCapacity(stack.policies)
     this.sync = stack.synchronous
-    this.synchronous = this.sync === undefined ? undefined : this
+    this.verdicts = this.sync === undefined ? undefined : this
   }
 
-  /** `RateLimit-Policy`: every policy, by name (draft 10's list). */
-  policyHeader (): string {
-    const policies = this.stack.policies
-    return this.names.map((name, i) => {
-      const { quota, windowSeconds } = quotaOf(policies[i]!)
-      return `"${name}";q=${quota};w=${windowSeconds}`
-    }).join(', ')
-  }
-
-  /** `RateLimit` after a decision: the synchronous stack's numbers, or the decision's per policy. */
-  rateLimitHeader (now: number, decision?: StackDecision): string {
-    let value = ''
-    for (let i = 0; i < this.names.length; i++) {
-      const remaining = decision === undefined ? this.sync!.remaining[i]! : decision.policies[i]!.remaining
-      const resetAt = decision === undefined ? this.sync!.resetAt[i]! : decision.policies[i]!.resetAt
-      value += `${i === 0 ? '' : ', '}"${this.names[i]!}";r=${clampRemaining(remaining, this.quotas[i]!)};t=${Math.ceil(Math.max(0, resetAt - now) / 1000)}`
-    }
-    return value
-  }
-
-  // SynchronousDecisions, over the stack's.
+  // Verdicts, over the stack's.
   decide (identity: string, cost: number): Verdict {
     const sync = this.sync!
     if (!this.dry) return sync.decide(identity, cost)
@@ -75,23 +59,9 @@ export class StackedQuota implements BackendLimiter, SynchronousDecisions {
     return LIMITED
   }
 
-  get remaining (): number {
-    let least = Number.POSITIVE_INFINITY
-    for (const r of this.sync!.remaining) if (r < least) least = r
-    return least
-  }
-
   get retryAfterMs (): number {
     return this.crowded ? Math.max(1000, this.sync!.retryAfterMs) : this.sync!.retryAfterMs
   }
-  get decidedAt (): number { return this.sync!.decidedAt }
-
-  get resetAt (): number {
-    let latest = 0
-    for (const t of this.sync!.resetAt) if (t > latest) latest = t
-    return latest
-  }
-
   // BackendLimiter, over the stack's.
   consume (identity: string, cost: number): Promise<RateDecision> {
     if (!this.dry) return this.stack.consume(identity, cost)

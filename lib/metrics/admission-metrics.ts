@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify'
-import { AdmissionOptionError } from '../gate/errors.js'
+import { AdmissionOptionError } from '../validation/errors.js'
 import { DecisionTimer } from './decision-timer.js'
 import type { MetricsSettings } from './options.js'
 import { report, type MetricsSource } from './prometheus.js'

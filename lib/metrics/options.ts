@@ -1,4 +1,4 @@
-import { AdmissionOptionError } from '../gate/errors.js'
+import { AdmissionOptionError } from '../validation/errors.js'
 import { exactObject } from '../validation/checks.js'
 
 /**

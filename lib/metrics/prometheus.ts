@@ -1,7 +1,6 @@
 import type * as Prom from 'prom-client'
-import { AdmissionOptionError } from '../gate/errors.js'
-import type { RouteGate } from '../gate/route-gate.js'
-import type { GateCounters } from '../gate/stats.js'
+import { AdmissionOptionError } from '../validation/errors.js'
+import type { CountedGate, GateCounters } from './counters.js'
 import type { MetricsRegistry, MetricsSettings } from './options.js'
 
 type PromClient = Pick<typeof Prom, 'Counter' | 'Gauge' | 'Histogram'>
@@ -14,7 +13,7 @@ export interface MetricsSource {
   /** The `registration` label. */
   readonly registration: string
   readonly global: GateCounters
-  readonly gates: () => Iterable<RouteGate>
+  readonly gates: () => Iterable<CountedGate>
   /** The global in-flight limit now, 0 for none (an adaptive limit moves: read at each scrape). */
   readonly limit: () => number
   /** `onBackendError: 'allow'`: a request the backend could not decide for is admitted, not refused. */
@@ -57,7 +56,7 @@ class MetricSet {
     }
     const registers = [registry as unknown as Prom.Registry]
     const sources = this.sources
-    const each = (visit: (source: MetricsSource, gate: RouteGate) => void): void => {
+    const each = (visit: (source: MetricsSource, gate: CountedGate) => void): void => {
       for (const source of sources.values()) for (const gate of source.gates()) visit(source, gate)
     }
     /** A counter or a gauge rebuilt at each scrape: `fill` puts the current value of each series. */

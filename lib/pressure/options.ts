@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteShorthandOptions } from 'fastify'
 import { codelOptions, type CodelOptions } from '../core/index.js'
-import { AdmissionOptionError } from '../gate/errors.js'
+import { AdmissionOptionError } from '../validation/errors.js'
 import { exactObject, numberInRange, optionalFunction, positiveInteger } from '../validation/checks.js'
 import type { PressureReadings, Signal } from './signals.js'
 

@@ -1,7 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { GateHook } from '../gate/route-hooks.js'
-import type { RateCheck } from '../gate/rate-check.js'
-import type { RouteGate } from '../gate/route-gate.js'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { DelayProbe } from './delay-probe.js'
 import type { PressureSettings, QueueDelaySettings } from './options.js'
 import { Sampler } from './sampler.js'
@@ -36,15 +33,25 @@ export interface PressureStatus {
   readonly counts: PressureCounts
 }
 
+/** What pressure screens: a request with its reply (the gate's permit, for one). */
+export interface Screened { readonly request: FastifyRequest, readonly reply: FastifyReply }
+
+/** Where a screened request goes: shed (with `Retry-After` and a message), on, or to Fastify's error path. */
+export interface ScreenOutcomes<T extends Screened> {
+  shed (item: T, retrySeconds: number, message: string): void
+  goOn (item: T): void
+  fail (item: T, error: unknown): void
+}
+
 function zeroCounts (): Record<ShedReason, number> {
   return { eventLoopDelay: 0, heapUsedBytes: 0, rssBytes: 0, healthCheck: 0, eventLoopUtilization: 0, queueDelay: 0 }
 }
 
 /**
- * The pressure part of one registration: the sampler of the signals, the queueing-delay probe,
- * and the step that runs before the in-flight gate in `onRequest`. Per request it reads one
- * number (`active`, non-zero only while a signal is over or the controller sheds) and, only then,
- * decides; the samplers update it from their timers.
+ * The pressure part of one registration: the sampler of the signals and the queueing-delay
+ * probe, which the gate's first step asks. Per request it reads one number (`active`, non-zero
+ * only while a signal is over or the controller sheds) and, only then, decides (`screen`); the
+ * samplers update it from their timers.
  */
 export class Pressure {
   /** Non-zero while anything may shed (always with `queueDelay`): the one field a request reads when nothing does. */
@@ -53,15 +60,13 @@ export class Pressure {
   readonly probe: DelayProbe | undefined
   private readonly settings: PressureSettings | undefined
   private readonly queue: QueueDelaySettings | undefined
-  private readonly check: RateCheck
   private readonly shedBy = zeroCounts()
   private handled = 0
   private readonly queueRetry: number
 
-  constructor (fastify: FastifyInstance, settings: PressureSettings | undefined, queue: QueueDelaySettings | undefined, check: RateCheck) {
+  constructor (fastify: FastifyInstance, settings: PressureSettings | undefined, queue: QueueDelaySettings | undefined) {
     this.settings = settings
     this.queue = queue
-    this.check = check
     const changed = (): void => { this.refresh() }
     this.sampler = settings === undefined ? undefined : new Sampler(settings, fastify, changed)
     this.probe = queue === undefined ? undefined : new DelayProbe(queue)
@@ -83,51 +88,43 @@ export class Pressure {
     this.active = (this.sampler?.over === undefined ? 0 : 1) | (this.probe === undefined ? 0 : 2)
   }
 
-  /** The route's `onRequest`: the pressure step, then the gate's own (shed, then limit). */
-  hook (gate: RouteGate, gateHook: GateHook): GateHook {
-    const pressure = this
-    return function admissionOnRequest (request, reply, done) {
-      if (pressure.active === 0) gateHook(request, reply, done)
-      else pressure.decide(request, reply, gate, done, gateHook)
-    }
-  }
-
-  /** Something may shed: a signal over its limit sheds all; the queue-delay shedder, the requests that waited too long. */
-  decide (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, done: HookHandlerDoneFunction, next: GateHook): void {
+  /** Something may shed (`active` is non-zero): a signal over its limit sheds all; the queue-delay shedder, the requests that waited too long. */
+  screen<T extends Screened> (item: T, to: ScreenOutcomes<T>): void {
     const over = this.sampler?.over
     if (over !== undefined) {
-      this.underPressure(request, reply, gate, done, next, over)
+      this.underPressure(item, to, over)
       return
     }
     if (this.probe!.sheds()) {
       this.shedBy.queueDelay++
-      this.check.shed(request, reply, gate, done, this.queueRetry, 'Server is overloaded')
+      to.shed(item, this.queueRetry, 'Server is overloaded')
     } else {
-      next(request, reply, done)
+      to.goOn(item)
     }
   }
 
-  private underPressure (request: FastifyRequest, reply: FastifyReply, gate: RouteGate, done: HookHandlerDoneFunction, next: GateHook, over: Signal): void {
+  private underPressure<T extends Screened> (item: T, to: ScreenOutcomes<T>, over: Signal): void {
     const settings = this.settings!
     const handler = settings.pressureHandler
     if (handler === undefined) {
       this.shedBy[over]++
-      this.check.shed(request, reply, gate, done, settings.retryAfter, 'Server is under pressure')
+      to.shed(item, settings.retryAfter, 'Server is under pressure')
       return
     }
     // As under-pressure: a promise, then the request goes on (unless it was answered); nullish,
     // it goes on now; anything else is sent as the answer.
     this.handled++
+    const { request, reply } = item
     const value = over === 'healthCheck' ? undefined : this.sampler!.readings[over]
-    const goOn = (): void => { if (!reply.sent) next(request, reply, done) }
+    const goOn = (): void => { if (!reply.sent) to.goOn(item) }
     let result: unknown
     try {
       result = handler(request, reply, over, value)
     } catch (error) {
-      done(error as Error)
+      to.fail(item, error)
       return
     }
-    if (result instanceof Promise) result.then(goOn, (error: unknown) => { done(error as Error) })
+    if (result instanceof Promise) result.then(goOn, (error: unknown) => { to.fail(item, error) })
     else if (result === undefined || result === null) goOn()
     else reply.send(result)
   }

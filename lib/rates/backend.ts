@@ -13,12 +13,16 @@ export type Verdict = typeof ADMITTED | typeof LIMITED | typeof UNDECIDABLE
  * memory backend offers it; the HTTP gate uses it when present (no allocation per decision: the
  * details of the last decision are read from the fields right after `decide()`).
  */
-export interface SynchronousDecisions {
+/** A verdict on the request's path, and the wait a refusal reports. */
+export interface Verdicts {
   decide (identity: string, cost: number): Verdict
-  /** Whole cost-1 units consumable right after the last decision. */
-  readonly remaining: number
   /** Milliseconds until the same cost passes (LIMITED), until trying again can help (UNDECIDABLE); else 0. */
   readonly retryAfterMs: number
+}
+
+export interface SynchronousDecisions extends Verdicts {
+  /** Whole cost-1 units consumable right after the last decision. */
+  readonly remaining: number
   /** Backend tick of full capacity after the last decision. */
   readonly resetAt: number
   /** Backend tick of the last decision. */

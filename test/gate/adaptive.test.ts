@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission, { memoryBackend } from '../../lib/index.js'
-import { AdaptivePermits } from '../../lib/gate/adaptive-permits.js'
+import { AdaptiveSampler } from '../../lib/gate/release/adaptive-sampler.js'
 import type { AdmissionOptions } from '../../lib/gate/options.js'
 import { deferred, eventually, getThenAbort, listen } from '../helpers/http.js'
 
@@ -16,8 +16,8 @@ t.teardown(() => { performance.now = realNow })
 
 /** Every latency the controller's glue was given, in order. */
 const samples: number[] = []
-const sample = AdaptivePermits.prototype.sample
-AdaptivePermits.prototype.sample = function (this: AdaptivePermits, rtt: number) {
+const sample = AdaptiveSampler.prototype.sample
+AdaptiveSampler.prototype.sample = function (this: AdaptiveSampler, rtt: number) {
   samples.push(rtt)
   sample.call(this, rtt)
 }

@@ -1,9 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import admission from '../../lib/index.js'
-import { Permits } from '../../lib/gate/permits.js'
-import type { RouteGate } from '../../lib/gate/route-gate.js'
-import { newCounters } from '../../lib/gate/stats.js'
 
 t.test('two routes with one method and URL (constraints) get a gate each, named apart', async (t) => {
   const app = Fastify()
@@ -43,19 +40,4 @@ t.test('GET and its automatic HEAD share one gate and quota, listed once', async
   t.equal((await app.inject({ method: 'HEAD', url: '/' })).statusCode, 429)
   t.same(Object.keys(app.admission.stats().routes).sort(), ['404', 'GET /'])
   t.match(app.admission.stats().routes['GET /'], { admitted: 2, limited: 1 })
-})
-
-t.test('Permits.free gives back once: a second call changes nothing', async (t) => {
-  const fastify = { decorateRequest: () => {} } as never
-  const global = newCounters()
-  const gate = { counters: newCounters(), maxInFlight: 0 } as unknown as RouteGate
-  const permits = new Permits(fastify, global, 2)
-  // No connection to follow (a request object some test double made): nothing to listen to.
-  const request = { raw: {} } as never
-  t.ok(permits.take(request, {} as never, gate))
-  t.equal(global.inFlight, 1)
-  permits.free(request)
-  permits.free(request)
-  t.equal(global.inFlight, 0)
-  t.equal(gate.counters.inFlight, 0)
 })

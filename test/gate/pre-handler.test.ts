@@ -39,7 +39,6 @@ t.test("per registration: the key reads request.user, set by the app's preHandle
   t.equal((await app.inject('/x')).statusCode, 401)
   t.match(app.admission.stats(), { admitted: 2, limited: 1, inFlight: 0 })
   t.equal(await app.admission.registry.get('carl'), undefined)
-  t.match(app.printRoutes({ includeHooks: true }), /onRequest[\s\S]*admissionOnRequest[\s\S]*preHandler[\s\S]*auth[\s\S]*admissionRateCheck/)
 })
 
 t.test("per route: after the route's own preHandlers; other routes keep onRequest", async (t) => {
@@ -62,10 +61,8 @@ t.test("per route: after the route's own preHandlers; other routes keep onReques
   t.same(calls, ['ann'], 'the refused request never reached authentication')
   t.equal((await app.inject({ url: '/one', headers: { 'x-user': 'cy' } })).statusCode, 200, 'a single preHandler of the route, then ours')
   t.equal((await app.inject({ url: '/one', headers: { 'x-user': 'cy' } })).statusCode, 429)
-  for (let i = 0; i < 3; i++) t.equal((await app.inject('/free')).statusCode, 200)
-  const hooks = app.printRoutes({ includeHooks: true })
-  t.match(hooks, /free[\s\S]*admissionOnRequest/)
-  t.notMatch(hooks.slice(hooks.indexOf('free')), /admissionRateCheck/, 'no preHandler where there is no rate limit')
+  for (let i = 0; i < 3; i++) t.equal((await app.inject('/free')).statusCode, 200, 'no rate limit: never limited')
+  t.match(app.admission.stats().routes['GET /free'], { admitted: 3, limited: 0 }, 'but gated (counted)')
 })
 
 t.test('shedding stays first: a shed request reaches no preHandler and takes no token', async (t) => {

@@ -1,24 +1,23 @@
 import t from 'tap'
 import { mock } from 'node:test'
-import type { FastifyInstance } from 'fastify'
 import { adaptiveLimitOptions } from '../../lib/core/adaptive/limit.js'
-import { AdaptivePermits, WINDOW_MIN_MS, WINDOW_MIN_SAMPLES } from '../../lib/gate/adaptive-permits.js'
-import { newCounters } from '../../lib/gate/stats.js'
+import { AdaptiveSampler, WINDOW_MIN_MS, WINDOW_MIN_SAMPLES } from '../../lib/gate/release/adaptive-sampler.js'
+import { Slots } from '../../lib/gate/release/slots.js'
+import { newCounters } from '../../lib/metrics/counters.js'
 
 // The adaptive gate's glue with its clock passed in and Node's mock timers: the sample windows,
 // the probe timer and its clearing at close, step by step. No real time passes.
-const fastify = { decorateRequest () {} } as unknown as FastifyInstance
-
-function gate (options = {}, reserve = 0.1): { permits: AdaptivePermits, global: ReturnType<typeof newCounters>, clock: { now: number } } {
+function gate (options = {}, reserve = 0.1): { permits: AdaptiveSampler, slots: Slots, global: ReturnType<typeof newCounters>, clock: { now: number } } {
   const clock = { now: 0 }
   const global = newCounters()
-  const permits = new AdaptivePermits(fastify, global, adaptiveLimitOptions({ initial: 10, probeIntervalMs: 100, ...options }), reserve, () => clock.now)
-  return { permits, global, clock }
+  const slots = new Slots(global, 0, reserve)
+  const permits = new AdaptiveSampler(slots, adaptiveLimitOptions({ initial: 10, probeIntervalMs: 100, ...options }), () => clock.now)
+  return { permits, slots, global, clock }
 }
 
 /** One window of samples, `rtt` ms each, at full utilization; the clock moves `rtt` per sample. */
 function window (g: ReturnType<typeof gate>, rtt: number): void {
-  g.global.inFlight = g.permits.currentLimit
+  g.global.inFlight = g.slots.limit
   for (let i = 0; i < WINDOW_MIN_SAMPLES; i++) {
     g.clock.now += rtt
     g.permits.sample(rtt)
@@ -36,7 +35,7 @@ t.test('a window closes after enough samples and at least one round trip', async
   g.clock.now += WINDOW_MIN_MS
   g.permits.sample(24)
   t.equal(g.permits.adaptive.baseline, 21, 'closed: the mean RTT')
-  t.equal(g.permits.retryAfter(), 1, '21 ms: 1 s')
+  t.equal(g.slots.retryAfter, 1, '21 ms: 1 s')
   // A round trip longer than WINDOW_MIN_MS keeps the window open for that long.
   for (let i = 0; i < 3; i++) g.permits.sample(31)
   g.clock.now += 6
@@ -63,10 +62,10 @@ t.test('a probe with no traffic is ended by its timer; the limit comes back', as
   const g = gate()
   window(g, 10)
   window(g, 10)
-  const before = g.permits.currentLimit
+  const before = g.slots.limit
   // Queueing for longer than probeIntervalMs: a probe halves the limit.
   while (!g.permits.adaptive.probing) window(g, 40)
-  t.ok(g.permits.currentLimit < before, `probing at ${g.permits.currentLimit}`)
+  t.ok(g.slots.limit < before, `probing at ${g.slots.limit}`)
   const estimate = Math.floor(g.permits.adaptive.estimate)
   // The timer fires before the probe is overdue (the clock stood still): it waits again.
   mock.timers.tick(1000)
@@ -74,7 +73,7 @@ t.test('a probe with no traffic is ended by its timer; the limit comes back', as
   g.clock.now += 1000
   mock.timers.tick(1000)
   t.notOk(g.permits.adaptive.probing, 'overdue: ended by the timer')
-  t.equal(g.permits.currentLimit, estimate, 'the limit is the estimate again')
+  t.equal(g.slots.limit, estimate, 'the limit is the estimate again')
 })
 
 t.test('stop() clears the timer, and a probe after it arms none', async (t) => {

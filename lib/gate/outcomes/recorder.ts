@@ -1,0 +1,137 @@
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
+import { decisions, publishDecision, refused } from '../../metrics/events.js'
+import type { GateCounters } from '../../metrics/counters.js'
+import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
+import { describePolicy } from '../policy-text.js'
+import type { Permit, Step } from '../release/permit.js'
+import type { Slots } from '../release/slots.js'
+import type { Refuse } from './refusal-styles.js'
+import { MESSAGES, retrySeconds, type RefusalReason } from './refusal-text.js'
+
+export type { Step }
+
+/** What every route's outcomes share: the registration's counters, callbacks and logger. */
+export interface OutcomeContext {
+  readonly global: GateCounters
+  readonly slots: Slots
+  readonly log: FastifyBaseLogger
+  /** The registration's address, for decision events. */
+  readonly registration: string
+  readonly limitStatusCode: 429 | 503
+  readonly onBackendError: 'deny' | 'allow'
+  readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
+  readonly onShed: ((request: FastifyRequest) => void) | undefined
+}
+
+/**
+ * Where a route's outcomes are recorded — admitted, limited, shed, unavailable, would-limit,
+ * would-shed — in one place: the counters (the route's gate and the registration's), the log line,
+ * the diagnostics event, the application's `onLimit`/`onShed`, and the refusal itself. Whether a
+ * full gate or an empty quota refuses (`enforce`) and how a refusal looks (`refuse`) are data.
+ *
+ * `enforce: false` (shadow mode, a dry run): the quota decides and the headers are set as
+ * configured, but nothing is refused: what would have been is counted (`wouldLimit`,
+ * `wouldShed`), logged at `info` on the request's logger, and goes on; a backend that cannot
+ * decide admits. `onLimit` and `onShed` are not called: nothing was limited or shed.
+ */
+export class Outcomes {
+  private readonly context: OutcomeContext
+  private readonly enforce: boolean
+  private readonly refuse: Refuse
+  /** A backend that cannot decide admits: `onBackendError: 'allow'`, or a gate that never refuses. */
+  private readonly failOpen: boolean
+
+  constructor (context: OutcomeContext, enforce: boolean, refuse: Refuse) {
+    this.context = context
+    this.enforce = enforce
+    this.refuse = refuse
+    this.failOpen = !enforce || context.onBackendError === 'allow'
+  }
+
+  /** The request goes on (it holds its permit until its work ends). */
+  readonly admitted = (permit: Permit): void => {
+    this.count(permit, 'admitted')
+    if (decisions.hasSubscribers) publishDecision(this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, permit.key, permit.backendFailed)
+    permit.done()
+  }
+
+  /** The allow list let the client past the quota. */
+  readonly allowed = (permit: Permit): void => {
+    this.count(permit, 'allowed')
+    this.admitted(permit)
+  }
+
+  /** The client's quota is empty. */
+  limited (permit: Permit, next: Step): void {
+    const retryAfterMs = permit.retryAfterMs
+    if (!this.enforce) {
+      this.would(permit, 'wouldLimit', retrySeconds(retryAfterMs))
+      next(permit)
+      return
+    }
+    permit.refused()
+    this.count(permit, 'limited')
+    if (this.context.onLimit !== undefined) this.context.onLimit(permit.request, retryAfterMs)
+    this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false)
+  }
+
+  /** An in-flight gate is full: the request is shed (or, not enforcing, goes on holding no slot). */
+  full (permit: Permit, next: Step): void {
+    if (this.enforce) {
+      this.shed(permit, this.context.slots.retryAfter)
+      return
+    }
+    this.would(permit, 'wouldShed', 1)
+    next(permit)
+  }
+
+  /** A 503 for a full gate, or for pressure (its own `Retry-After` and message). */
+  shed (permit: Permit, seconds: number, message: string = MESSAGES.shed): void {
+    permit.refused()
+    this.count(permit, 'shed')
+    if (this.context.onShed !== undefined) this.context.onShed(permit.request)
+    this.answer(permit, 503, seconds, 'shed', false, message)
+  }
+
+  /**
+   * The backend could not decide. Fail closed with 503 unless the application asked by name to
+   * admit (then `admit` goes on); counted either way; logged once (the first failure after a
+   * success), at `error`, with the route and the policy in the application's terms — never in the response.
+   */
+  unavailable (permit: Permit, error: unknown, retryAfterMs: number | undefined, admit: Step): void {
+    const gate = permit.gate
+    this.count(permit, 'unavailable')
+    if (!gate.failing) {
+      gate.failing = true
+      this.context.log.error({
+        route: gate.name,
+        policy: describePolicy(gate.policy!),
+        code: error instanceof RatesError ? error.code : error === undefined ? 'RATES_UNAVAILABLE' : undefined,
+        err: error
+      }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); ${this.enforce ? `answering by onBackendError '${this.context.onBackendError}'` : 'admitting (enforce: false)'} until it can`)
+    }
+    if (this.failOpen) {
+      permit.backendFailed = true
+      admit(permit)
+      return
+    }
+    permit.refused()
+    const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
+    this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true)
+  }
+
+  private count (permit: Permit, outcome: keyof GateCounters): void {
+    this.context.global[outcome]++
+    permit.gate.counters[outcome]++
+  }
+
+  private would (permit: Permit, outcome: 'wouldLimit' | 'wouldShed', seconds: number): void {
+    this.count(permit, outcome)
+    permit.request.log.info({ route: permit.gate.name, reason: outcome === 'wouldLimit' ? 'limited' : 'shed', retryAfterSeconds: seconds }, 'fastify-admission: would have refused this request (enforce: false)')
+  }
+
+  private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string = MESSAGES[reason]): void {
+    refused(this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
+    this.refuse(permit, status, seconds, reason, message)
+  }
+}

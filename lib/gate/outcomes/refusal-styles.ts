@@ -1,0 +1,108 @@
+import type { FastifyBaseLogger, FastifyReply } from 'fastify'
+import { rejection503 } from '../../core/index.js'
+import type { ErrorResponseBuilder } from '../error-response.js'
+import type { Permit } from '../release/permit.js'
+import { inWords, MESSAGES, refusalText, type RefusalReason } from './refusal-text.js'
+
+/** Sends a refusal for a permit: the status, `Retry-After`, and a body in the route's style. */
+export type Refuse = (permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string) => void
+
+const REASONS = { 429: 'Too Many Requests', 503: 'Service Unavailable' } as const
+
+/**
+ * The built-in JSON body, as Fastify's own errors look. Every value is built from integers and
+ * constants: nothing from the request reaches a header or the body.
+ */
+export const json: Refuse = (permit, status, retrySeconds, _reason, message) => {
+  permit.reply
+    .code(status)
+    .header('retry-after', String(retrySeconds))
+    .header('content-type', 'application/json; charset=utf-8')
+    .send(`{"statusCode":${status},"error":"${REASONS[status]}","message":"${refusalText(message, retrySeconds)}"}`)
+}
+
+/** The core's plain-text refusal (`lim rejected`), with the status asked for. */
+export const text: Refuse = (permit, status, retrySeconds) => {
+  const plain = rejection503(retrySeconds)
+  permit.reply.code(status).headers(plain.headers).send(plain.body)
+}
+
+// The problem types of the IETF httpapi-ratelimit-headers draft (registered in IANA's HTTP
+// Problem Types registry), with the draft's titles.
+const QUOTA_EXCEEDED = '{"type":"https://iana.org/assignments/http-problem-types#quota-exceeded","title":"Request cannot be satisfied as assigned quota has been exceeded"'
+const REDUCED_CAPACITY = '{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Request cannot be satisfied due to temporary server capacity constraints"'
+
+/**
+ * An RFC 9457 `application/problem+json` refusal. A quota's refusal is `quota-exceeded`, naming the
+ * policy it violated; a full gate or a backend that cannot decide is `temporary-reduced-capacity`
+ * (the client's quota is not the cause). Built from integers and constants only.
+ */
+export const problem: Refuse = (permit, status, retrySeconds, reason) => {
+  const detail = `"detail":"${refusalText(MESSAGES[reason], retrySeconds)}"`
+  permit.reply
+    .code(status)
+    .header('retry-after', String(retrySeconds))
+    .header('content-type', 'application/problem+json; charset=utf-8')
+    .send(reason === 'limited'
+      ? `${QUOTA_EXCEEDED},"status":${status},${detail},"violated-policies":["default"]}`
+      : `${REDUCED_CAPACITY},"status":${status},${detail}}`)
+}
+
+/**
+ * The application's `errorResponseBuilder`: its value is handed to Fastify as the request's error,
+ * so the application's `setErrorHandler`, error serializers and `onError` hooks see it.
+ * `Retry-After` is set first and again on every `send` of this reply (the error handler's
+ * included), so neither the value's `headers` nor a handler can make it earlier than the gate's.
+ * A builder that throws or returns no object is logged (at `error`, once until it works again,
+ * with the route) and the request is refused in the `fallback` style instead — never let through,
+ * never a 500.
+ */
+export function builder (build: ErrorResponseBuilder, fallback: Refuse, log: FastifyBaseLogger): Refuse {
+  let failing = false
+  return (permit, status, retrySeconds, reason, message) => {
+    const failure = sendBuilt(build, permit, status, retrySeconds, reason)
+    if (failure === undefined) {
+      failing = false
+      return
+    }
+    if (!failing) {
+      failing = true
+      log.error({ route: permit.gate.name, reason, err: failure }, `fastify-admission: errorResponseBuilder failed for ${permit.gate.name}; refusing with the built-in body until it works`)
+    }
+    fallback(permit, status, retrySeconds, reason, message)
+  }
+}
+
+/** Why the builder's value cannot be used (it threw, or returned no object or a promise); undefined when it was sent. */
+function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason): unknown {
+  const gate = permit.gate
+  let built: unknown
+  try {
+    built = build(permit.request, {
+      statusCode: status,
+      reason,
+      retryAfterSeconds: retrySeconds,
+      policy: gate.policy,
+      route: gate.name,
+      max: gate.quota,
+      ttl: retrySeconds * 1000,
+      after: inWords(retrySeconds)
+    })
+  } catch (error) {
+    return error
+  }
+  // Fastify takes a falsy error for "go on": the request would pass. A promise is no response.
+  if (built === null || typeof built !== 'object' || typeof (built as { then?: unknown }).then === 'function') {
+    return new TypeError(`errorResponseBuilder returned ${built === null ? 'null' : typeof built === 'object' ? 'a promise' : `a ${typeof built}`}, not an object`)
+  }
+  const retryAfter = String(retrySeconds)
+  const reply = permit.reply
+  const send = reply.send
+  reply.send = function admissionSendRefusal (this: FastifyReply, payload?: unknown) {
+    this.header('retry-after', retryAfter)
+    return send.call(this, payload)
+  }
+  reply.code(status).header('retry-after', retryAfter)
+  permit.done(built as Error)
+  return undefined
+}

@@ -1,0 +1,162 @@
+import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
+import type { Pressure } from '../../pressure/pressure.js'
+import type { AllowMatcher } from '../allow-list.js'
+import type { ErrorResponseBuilder } from '../error-response.js'
+import type { FailureCount } from '../failures.js'
+import { Outcomes, type OutcomeContext, type Step } from '../outcomes/recorder.js'
+import { builder, json, problem, text, type Refuse } from '../outcomes/refusal-styles.js'
+import { CRITICAL, SHEDDABLE, type Priority } from '../priority.js'
+import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
+import type { EndListener, Permit, PermitRoute } from '../release/permit.js'
+import type { Slots, Take } from '../release/slots.js'
+import type { RouteGate } from '../route-gate.js'
+import { allowFirstStep, allowListStep } from './steps/allow-list.js'
+import { clientKeyStep } from './steps/client-key.js'
+import { headersLaterStep, headersNowStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
+import { fullGateStep, inFlightStep } from './steps/in-flight.js'
+import { pressureStep } from './steps/pressure.js'
+import { decideLaterStep, decideNowStep, verdictStep } from './steps/quota.js'
+import { tierStep, type Tier } from './steps/tier.js'
+
+/**
+ * A route's plan: its steps, assembled once from the features the route uses (an off feature is
+ * absent, not a branch taken per request), and what the route does when a permit ends.
+ */
+export interface Plan extends PermitRoute {
+  /** What runs in `onRequest`: shed, then (unless it runs in `preHandler`) limit. */
+  readonly onRequest: Step
+  /** Login throttling: failed responses take from the quota (counted in `onSend`). */
+  readonly failures: FailureCount | undefined
+}
+
+/** What one route asks for, once its options are read. */
+export interface RouteSpec {
+  readonly gate: RouteGate
+  /** Tiers: `tier(request)` picks one of these gates (each with its own quota). */
+  readonly tiers: { readonly tier: (request: FastifyRequest) => string, readonly gates: ReadonlyMap<string, RouteGate> } | undefined
+  readonly priority: Priority
+  readonly enforce: boolean
+  readonly errorResponseBuilder: ErrorResponseBuilder | undefined
+  readonly allowList: AllowMatcher | undefined
+  /** The rate check runs in `preHandler`. */
+  readonly preHandler: boolean
+  readonly failures: FailureCount | undefined
+  readonly waitsForHandler: boolean
+  readonly handlerWatched: boolean
+  /** Requests that matched no route: they hold no slot, and are refused while the global gate is full. */
+  readonly notFound: boolean
+}
+
+/** What the planner takes from the registration. */
+export interface PlanParts {
+  readonly outcomes: OutcomeContext
+  readonly slots: Slots
+  /** The global gate exists (`maxInFlight` is not false). */
+  readonly globalGate: boolean
+  readonly sampler: AdaptiveSampler | undefined
+  readonly pressure: Pressure | undefined
+  readonly headers: boolean
+  readonly keyOf: (request: FastifyRequest) => string
+  readonly allowListSkipsShedding: boolean
+  readonly responseBody: 'json' | 'text' | 'problem'
+  readonly log: FastifyBaseLogger
+}
+
+/** Assembles plans for one registration; refusal styles are made once per builder and shared. */
+export class Planner {
+  private readonly parts: PlanParts
+  private readonly styles = new Map<ErrorResponseBuilder | undefined, Refuse>()
+
+  constructor (parts: PlanParts) {
+    this.parts = parts
+  }
+
+  plan (spec: RouteSpec): Plan {
+    const parts = this.parts
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, this.style(spec.errorResponseBuilder))
+    const admitted: Step = outcomes.admitted
+    const afterVerdict = spec.failures === undefined ? admitted : spec.failures.step(admitted)
+    const gate = spec.gate
+    let rate: Step = gate.limiter === undefined ? afterVerdict : this.quota(gate, outcomes, afterVerdict)
+    if (gate.limiter !== undefined && spec.tiers !== undefined) {
+      const tiers = new Map<string, Tier>()
+      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, afterVerdict) })
+      rate = tierStep(spec.tiers.tier, tiers)
+    }
+    const allows = spec.allowList
+    const keyed = gate.limiter !== undefined || allows !== undefined
+    const ended = this.ended(spec)
+    const base = { gate, ended, failures: spec.failures, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched }
+    if (spec.notFound) {
+      const screened = allows === undefined ? rate : allowListStep(allows, outcomes, rate)
+      const limit = keyed ? clientKeyStep(parts.keyOf, screened) : screened
+      return { ...base, onRequest: this.pressured(outcomes, parts.globalGate ? fullGateStep(() => parts.slots.full, outcomes, limit) : limit), preHandler: undefined }
+    }
+    const take = this.take(spec.priority)
+    if (allows !== undefined && parts.allowListSkipsShedding) {
+      const afterShed = inFlightStep(take, outcomes, rate)
+      return { ...base, onRequest: this.pressured(outcomes, clientKeyStep(parts.keyOf, allowFirstStep(allows, take, outcomes, afterShed))), preHandler: undefined }
+    }
+    const screened = allows === undefined ? rate : allowListStep(allows, outcomes, rate)
+    const limit = keyed ? clientKeyStep(parts.keyOf, screened) : screened
+    if (spec.preHandler && gate.limiter !== undefined) {
+      return { ...base, onRequest: this.pressured(outcomes, inFlightStep(take, outcomes, goOn)), preHandler: limit }
+    }
+    return { ...base, onRequest: this.pressured(outcomes, inFlightStep(take, outcomes, limit)), preHandler: undefined }
+  }
+
+  /** The quota's steps for a gate: decide (synchronously where the backend can), the headers, the verdict. */
+  private quota (gate: RouteGate, outcomes: Outcomes, next: Step): Step {
+    const verdict = verdictStep(outcomes, next)
+    const limiter = gate.limiter!
+    const stack = gate.stacked
+    if (stack !== undefined && stack.verdicts !== undefined) {
+      return decideNowStep(gate, stack.verdicts, outcomes, this.parts.headers ? stackHeadersNowStep(gate, stack.sync!, verdict) : verdict, next)
+    }
+    const sync = limiter.synchronous
+    if (sync !== undefined) return decideNowStep(gate, sync, outcomes, this.parts.headers ? headersNowStep(gate, sync, verdict) : verdict, next)
+    const headed = !this.parts.headers ? verdict : stack === undefined ? headersLaterStep(gate, verdict) : stackHeadersLaterStep(gate, verdict)
+    return decideLaterStep(gate, limiter, outcomes, headed, next)
+  }
+
+  /** The slots a route takes, by its priority at the global gate (or only its own, without one). */
+  private take (priority: Priority): Take {
+    const slots = this.parts.slots
+    if (!this.parts.globalGate) return slots.routeOnly
+    return priority === CRITICAL ? slots.criticalTake : priority === SHEDDABLE ? slots.sheddable : slots.normal
+  }
+
+  /** Pressure first, when the registration has it. */
+  private pressured (outcomes: Outcomes, next: Step): Step {
+    const pressure = this.parts.pressure
+    return pressure === undefined ? next : pressureStep(pressure, outcomes, next)
+  }
+
+  /** What a permit's end does: the adaptive sampler hears it (before its slot goes back: it completed at that count), the slots, login attempts. */
+  private ended (spec: RouteSpec): EndListener {
+    const release = this.parts.slots.release
+    const sampler = this.parts.sampler
+    const failures = spec.failures
+    const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit) }
+    if (failures === undefined) return sampled
+    return (permit, how) => {
+      failures.ended(permit)
+      sampled(permit, how)
+    }
+  }
+
+  private style (build: ErrorResponseBuilder | undefined): Refuse {
+    let style = this.styles.get(build)
+    if (style === undefined) {
+      const plain = this.parts.responseBody === 'problem' ? problem : this.parts.responseBody === 'text' ? text : json
+      style = build === undefined ? plain : builder(build, plain, this.parts.log)
+      this.styles.set(build, style)
+    }
+    return style
+  }
+}
+
+/** The end of the `onRequest` part when the rate check runs in `preHandler`: on to the route's next hook. */
+function goOn (permit: Permit): void {
+  permit.done()
+}

@@ -1,0 +1,39 @@
+import type { AllowMatcher } from '../../allow-list.js'
+import type { Outcomes, Step } from '../../outcomes/recorder.js'
+import type { Take } from '../../release/slots.js'
+
+/** The allow list: a client on it goes on, taking nothing from its quota and getting no headers. */
+export function allowListStep (allows: AllowMatcher, outcomes: Outcomes, next: Step): Step {
+  return function allowList (permit) {
+    const on = onList(allows, permit)
+    if (on === true) outcomes.allowed(permit)
+    else if (on === false) next(permit)
+  }
+}
+
+/**
+ * The allow list before shedding (`allowListSkipsShedding`): a client on it goes on even when the
+ * gate is full (holding a slot when one is free, so that the gauge counts it); any other goes on
+ * to the in-flight gate and its quota, with its key already made.
+ */
+export function allowFirstStep (allows: AllowMatcher, take: Take, outcomes: Outcomes, next: Step): Step {
+  return function allowFirst (permit) {
+    const on = onList(allows, permit)
+    if (on === true) {
+      take(permit)
+      outcomes.allowed(permit)
+    } else if (on === false) {
+      next(permit)
+    }
+  }
+}
+
+/** Whether the client is on the list; undefined when the application's function threw (a 500, the permit back). */
+function onList (allows: AllowMatcher, permit: Parameters<Step>[0]): boolean | undefined {
+  try {
+    return allows(permit.request, permit.key!)
+  } catch (error) {
+    permit.fail(error)
+    return undefined
+  }
+}

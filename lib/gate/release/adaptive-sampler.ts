@@ -1,0 +1,130 @@
+import { adaptiveSample, adaptiveTick, newAdaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions } from '../../core/adaptive/limit.js'
+import type { Permit, PermitEnd } from './permit.js'
+import { HELD_SLOT, type Slots } from './slots.js'
+
+/** A window is at least this long, ms, and holds at least this many samples. */
+export const WINDOW_MIN_MS = 5
+export const WINDOW_MIN_SAMPLES = 3
+
+/** A monotonic clock, ms (a double): `performance.now` unless a test passes its own. */
+export type Clock = () => number
+
+/**
+ * The adaptive in-flight limit's ears: it listens to permits as they end and moves the slots'
+ * limit L to the core's adaptive limit. A sample is a permit that ended `responded` — written,
+ * not aborted, not answered by a handler timeout — with a status below 500, holding a global
+ * slot: refused requests never held one, aborted ones say nothing of the work's latency, and a
+ * failure's latency (a crash answers at once, a timeout late) says nothing either.
+ *
+ * The latency is Fastify's own `reply.elapsedTime` (Fastify reads the clock when the request
+ * starts and when its response finishes, for every route with an `onResponse` hook — every gated
+ * one), so a sample needs no clock read of its own at the start. Samples are gathered into a
+ * window of one round trip (the fast RTT; at least WINDOW_MIN_MS and WINDOW_MIN_SAMPLES), and the
+ * controller sees one sample per window, its mean RTT and mean in-flight count: once per round
+ * trip is the cadence of congestion control (Vegas, Gradient2), where each update sees the
+ * latency of the limit it set; fed every response, the limit would grow many times before the
+ * first response admitted under it came back.
+ *
+ * A probe that no sample would end (no traffic) is ended by a one-shot timer, armed only while a
+ * probe runs, unref'd, and cleared by `stop()` (the plugin's `onClose`).
+ */
+export class AdaptiveSampler {
+  private state: AdaptiveLimit
+  private readonly options: AdaptiveLimitOptions
+  private readonly slots: Slots
+  private readonly clock: Clock
+  private timer: NodeJS.Timeout | undefined
+  private windowStart: number
+  private windowCount: number
+  private windowSum: number
+  private windowInFlight: number
+  private stopped: boolean
+
+  constructor (slots: Slots, options: AdaptiveLimitOptions, clock: Clock = () => performance.now()) {
+    this.state = newAdaptiveLimit(options, clock())
+    this.options = options
+    this.slots = slots
+    this.clock = clock
+    this.timer = undefined
+    this.windowStart = 0
+    this.windowCount = 0
+    this.windowSum = 0
+    this.windowInFlight = 0
+    this.stopped = false
+    slots.setLimit(this.state.limit)
+    slots.retryAfter = this.retryAfter()
+  }
+
+  /** The controller's state now (for stats and tests). */
+  get adaptive (): AdaptiveLimit {
+    return this.state
+  }
+
+  /** A permit's end: a sample when it ended as a completed request. */
+  readonly ended = (permit: Permit, how: PermitEnd): void => {
+    if (how === 'responded' && (permit.held & HELD_SLOT) !== 0 && permit.reply.statusCode < 500) this.sample(permit.reply.elapsedTime)
+  }
+
+  /**
+   * Seconds until a slot is likely free: one measured round trip (the fast RTT), rounded up to
+   * whole seconds from whole milliseconds, at least 1 — every in-flight request has turned over by then.
+   */
+  private retryAfter (): number {
+    return Math.max(1, Math.ceil(Math.ceil(this.state.fast) / 1000))
+  }
+
+  /** One completed request's latency, ms, with the in-flight count it completed at. */
+  sample (rtt: number): void {
+    const now = this.clock()
+    // The permit being sampled still holds its slot: the count it completed at.
+    const inFlight = this.slots.global.inFlight
+    if (this.windowCount === 0) {
+      this.windowStart = now
+      this.windowSum = 0
+      this.windowInFlight = 0
+    }
+    this.windowCount++
+    this.windowSum += rtt
+    this.windowInFlight += inFlight
+    if (this.windowCount < WINDOW_MIN_SAMPLES || now - this.windowStart < Math.max(WINDOW_MIN_MS, this.state.fast)) return
+    const count = this.windowCount
+    this.windowCount = 0
+    this.update(adaptiveSample(this.state, { rtt: this.windowSum / count, inflight: this.windowInFlight / count, now }, this.options))
+  }
+
+  private update (next: AdaptiveLimit): void {
+    const wasProbing = this.state.probing
+    this.state = next
+    if (next.limit !== this.slots.limit) this.slots.setLimit(next.limit)
+    this.slots.retryAfter = this.retryAfter()
+    if (next.probing !== wasProbing) {
+      if (next.probing) this.arm()
+      else this.disarm()
+    }
+  }
+
+  // Ends a probe with no samples: fires at the probe's longest (probeMaxMs, or three fast RTTs).
+  private arm (): void {
+    if (this.stopped) return
+    const wait = Math.max(this.options.probeMaxMs, 3 * this.state.fast) - (this.clock() - this.state.probeStart)
+    this.timer = setTimeout(() => { this.tick() }, Math.max(1, Math.ceil(wait)))
+    this.timer.unref()
+  }
+
+  private disarm (): void {
+    clearTimeout(this.timer)
+    this.timer = undefined
+  }
+
+  /** The timer's work: end an overdue probe; one still running (its longest grew) re-arms. */
+  tick (): void {
+    this.timer = undefined
+    this.update(adaptiveTick(this.state, this.clock(), this.options))
+    if (this.state.probing) this.arm()
+  }
+
+  stop (): void {
+    this.stopped = true
+    this.disarm()
+  }
+}

@@ -1,0 +1,229 @@
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { RateDecision } from '../../rates/decision.js'
+import type { RouteGate } from '../route-gate.js'
+
+/** How a permit ended: its response was written, its client went away, the gate refused it, or Fastify's handler timeout answered for it. */
+export type PermitEnd = 'responded' | 'aborted' | 'refused' | 'timedOut'
+
+/** Fastify's hook callback: go on, or answer with the error. */
+export type Done = (error?: Error) => void
+
+/** What a route does when one of its permits ends: give its slots back, then tell its listeners. */
+export type EndListener = (permit: Permit, how: PermitEnd) => void
+
+/** A step of a route's plan: it decides, then answers the request or hands the permit on. */
+export type Step = (permit: Permit) => void
+
+/** What a permit knows of its route's plan. */
+export interface PermitRoute {
+  /** The route's gate: its counters and its in-flight slots. */
+  readonly gate: RouteGate
+  readonly ended: EndListener
+  /** The route has a handler timeout: a permit waits for the handler's work, not for the timeout's 503. */
+  readonly waitsForHandler: boolean
+  /**
+   * The route's handler is followed (it was declared where a registration saw it): its work can
+   * be waited for. A route declared before any registration cannot be followed: its permit ends
+   * with its connection.
+   */
+  readonly handlerWatched: boolean
+  /** The rate check, when it runs in `preHandler` (after authentication). */
+  readonly preHandler: Step | undefined
+  /** Login throttling: a failed response takes from the quota when it is sent. */
+  readonly failures: { sending (permit: Permit): void } | undefined
+}
+
+// The response side: still open, written, gone with its connection, answered by the handler timeout.
+const OPEN = 0
+const RESPONDED = 1
+const GONE = 2
+const TIMED_OUT = 3
+const HOW: readonly PermitEnd[] = ['refused', 'responded', 'aborted', 'timedOut']
+
+// The handler's work still running: its promise, or (callback style) the `send` it will make.
+const PROMISE = 1
+const SEND = 2
+// The handler handed its answer to Fastify (a value to send, or a `send` made before it returned).
+const HANDED = 4
+
+/**
+ * One request's passage through the gate: what the plan's steps decided (the client's key, the
+ * quota's numbers) and the slots it holds, given back exactly once, by one rule:
+ *
+ *   a permit ends when its response side is over — the response was written (`onResponse`), or
+ *   the connection or stream is gone, or the gate refused it — **and** the handler's own work has
+ *   ended: its promise settled, or (a handler that answers by callback, or returns the reply) its
+ *   `send` was made. A body already on its way when the connection goes (a stream) ends with it.
+ *
+ * Each of those is observed however Fastify lets it be seen; `end` runs once, says how it ended,
+ * and hands the permit to the route's listener (the slots, the adaptive sampler, login attempts).
+ */
+export class Permit {
+  readonly request: FastifyRequest
+  readonly reply: FastifyReply
+  /** The route's gate: its counters and its in-flight slots. */
+  readonly route: RouteGate
+  /** The gate whose quota decides (the route's, or its tier's). */
+  gate: RouteGate
+  /** Fastify's callback for the hook now running (`onRequest`, then `preHandler` when the check runs there). */
+  done: Done
+  /** The client's key, once the key step made it. */
+  key: string | undefined = undefined
+  /** The slots taken (flags of `Slots`). */
+  held = 0
+  /** How the permit ended; undefined while it is live. */
+  how: PermitEnd | undefined = undefined
+  /** The quota's answer, as the decision step left it for the headers and the verdict. */
+  admitted = false
+  remaining = 0
+  resetAt = 0
+  decidedAt = 0
+  retryAfterMs = 0
+  decision: RateDecision | undefined = undefined
+  /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */
+  backendFailed = false
+  /** The connection's list of live permits (see `Connections`). */
+  prev: Permit | null = null
+  next: Permit | null = null
+  connection: Record<symbol, unknown> | null = null
+  private side = OPEN
+  private running = 0
+  /** The route's plan. */
+  readonly plan: PermitRoute
+
+  constructor (request: FastifyRequest, reply: FastifyReply, done: Done, plan: PermitRoute) {
+    this.request = request
+    this.reply = reply
+    this.done = done
+    this.plan = plan
+    this.route = plan.gate
+    this.gate = plan.gate
+  }
+
+  /** The gate answered the request (a refusal, or an error before the handler): nothing runs for it. */
+  refused (): void {
+    this.end('refused')
+  }
+
+  /** The gate answered the request with `error` (Fastify's error path: a 500 naming the option). */
+  fail (error: unknown): void {
+    this.end('refused')
+    this.done(error as Error)
+  }
+
+  /** `onResponse`: the response is over. */
+  responded (): void {
+    if (this.how !== undefined) return
+    // HTTP/2's compatibility layer reports a reset stream as a finished response, which Fastify
+    // takes for the end of the request (`onResponse`) though nothing was written: the client left.
+    if (!this.reply.raw.writableEnded) {
+      this.gone()
+      return
+    }
+    if ((this.running & ~HANDED) === 0) {
+      this.end('responded')
+      return
+    }
+    // Fastify's handler timeout answered while the handler still runs; or an async handler sent early and works on.
+    this.side = timedOut(this.request) ? TIMED_OUT : RESPONDED
+  }
+
+  /** The connection (HTTP/1) or stream (HTTP/2) closed while the permit was live. */
+  gone (): void {
+    if (this.how !== undefined || this.side === GONE) return
+    const side = this.side
+    this.side = GONE
+    // Answered already (a timeout's 503, or an early send): only the handler's work is awaited.
+    if (side !== OPEN) return
+    if ((this.running & PROMISE) !== 0) return
+    // The answer was handed over (a body on its way is cut with the connection: Fastify destroys a
+    // stream payload then), or the reply is hijacked (the application's): the work is over.
+    if ((this.running & HANDED) !== 0 || sending(this.reply) || !this.plan.handlerWatched) {
+      this.end('aborted')
+      return
+    }
+    // The handler has not answered yet: it will, by `send` (a handler that has not started, one
+    // answering by callback or after `return reply`, or Fastify's own error reply).
+    if ((this.running & SEND) === 0) this.awaitSend()
+  }
+
+  /**
+   * The route's handler returned `result`: a promise is its work, followed to its end; a route
+   * with a handler timeout whose handler answers by callback has work until its own `send`.
+   */
+  watch (result: unknown): void {
+    if (this.how !== undefined) return
+    if (result !== this.reply && isThenable(result)) {
+      // The promise is the work: a `send` awaited since an abort before the handler started is not.
+      if ((this.running & SEND) !== 0) {
+        this.running &= ~SEND
+        delete (this.reply as Partial<FastifyReply>).send
+      }
+      this.running |= PROMISE
+      const settled = (): void => { this.settled(PROMISE) }
+      result.then(settled, settled)
+      return
+    }
+    // A value is sent by Fastify right after; `undefined` or the reply itself: the handler sent
+    // already (a stream send is piped at once, before any header is written), or will.
+    if ((result !== undefined && result !== this.reply) || sending(this.reply)) {
+      this.running |= HANDED
+      return
+    }
+    if (this.plan.waitsForHandler && (this.running & SEND) === 0) this.awaitSend()
+  }
+
+  private settled (work: number): void {
+    this.running &= ~work
+    if ((this.running & ~HANDED) === 0 && this.side !== OPEN) this.end(HOW[this.side]!)
+  }
+
+  /**
+   * Patches this one reply's `send` (so that no other request pays for it): the next `send` the
+   * handler makes ends its work. The handler timeout's own 503 is not the handler's.
+   */
+  private awaitSend (): void {
+    this.running |= SEND
+    const permit = this
+    const reply = this.reply as FastifyReply & Record<'send', FastifyReply['send']>
+    const send = reply.send
+    reply.send = function admissionSendEndsWork (this: FastifyReply, payload?: unknown) {
+      if (payload instanceof Error && timeoutError(permit.request, payload)) return send.call(this, payload)
+      delete (reply as Partial<FastifyReply>).send
+      try {
+        return send.call(this, payload)
+      } finally {
+        permit.settled(SEND)
+      }
+    }
+  }
+
+  /** Ends the permit, once: its slots go back and the route's listeners hear how. */
+  end (how: PermitEnd): void {
+    if (this.how !== undefined) return
+    this.how = how
+    this.plan.ended(this, how)
+  }
+}
+
+/** Whether Fastify's handler timeout fired for the request (its signal aborted by the timeout's error). */
+function timedOut (request: FastifyRequest): boolean {
+  const signal = (request as { signal?: AbortSignal }).signal
+  return signal !== undefined && signal.aborted && (signal.reason as { code?: string } | undefined)?.code === 'FST_ERR_HANDLER_TIMEOUT'
+}
+
+/** The error Fastify's handler timeout sends: the signal's own reason. */
+function timeoutError (request: FastifyRequest, payload: Error): boolean {
+  const signal = (request as { signal?: AbortSignal }).signal
+  return signal !== undefined && signal.aborted && signal.reason === payload
+}
+
+/** Whether the reply's answer is on its way: written, being written, or piped (a stream waiting its turn behind pipelined requests has no header yet); or the reply is hijacked. */
+function sending (reply: FastifyReply): boolean {
+  const raw = reply.raw
+  return reply.sent || raw.headersSent || raw.listenerCount('unpipe') !== 0
+}
+
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function'
+}

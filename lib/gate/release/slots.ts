@@ -1,0 +1,171 @@
+import type { FastifyInstance } from 'fastify'
+import { acquire, release } from '../../core/index.js'
+import type { GateCounters } from '../../metrics/counters.js'
+import { reserveOf } from '../priority.js'
+import type { Permit } from './permit.js'
+
+/** Slots a permit holds: the global gate's (normal, or critical within its reserve) and its route's. */
+export const HELD_GLOBAL = 1
+export const HELD_ROUTE = 2
+export const HELD_CRITICAL = 4
+/** A slot of the global gate, of either kind. */
+export const HELD_SLOT = HELD_GLOBAL | HELD_CRITICAL
+
+/** A way to take the slots of a route, chosen once per route by its priority. */
+export type Take = (permit: Permit) => boolean
+
+type Connection = Record<symbol, unknown> & { once (event: 'close', listener: (this: Connection) => void): unknown }
+
+/**
+ * The in-flight slots of one registration: the global limit L (fixed, or moved by the adaptive
+ * sampler), its reserve R for `critical` routes, and each route's own semaphore — taken with the
+ * core's `acquire`, given back with its `release` when the permit ends. A permit that holds a slot
+ * is tracked on its connection (one shared `close` listener per connection, walking its list of
+ * live permits: a pipelined request whose socket closed has a queued response that never finishes
+ * or closes, so only the connection tells).
+ */
+export class Slots {
+  readonly global: GateCounters
+  /** The global limit L, 0 for none. */
+  limit = 0
+  /** `Retry-After` of a full gate, s: 1 for a fixed limit; the adaptive sampler keeps it at one measured round trip. */
+  retryAfter = 1
+  private readonly reserveShare: number
+  private reserve = 0
+  private sheddableLimit = 0
+  /** Global slots held by `critical` routes. */
+  private critical = 0
+  private readonly kHeld = Symbol('admission.held')
+  private readonly onConnectionClose: (this: Connection) => void
+
+  constructor (global: GateCounters, maxInFlight: number, reserveShare = 0) {
+    this.global = global
+    this.reserveShare = reserveShare
+    this.setLimit(maxInFlight)
+    const kHeld = this.kHeld
+    // One function for every connection (`this` is the socket or stream): no closure per request.
+    this.onConnectionClose = function admissionConnectionClosed (this: Connection) {
+      let permit = this[kHeld] as Permit | null
+      this[kHeld] = null
+      while (permit !== null) {
+        const next = permit.next
+        permit.prev = null
+        permit.next = null
+        permit.connection = null
+        permit.gone()
+        permit = next
+      }
+    }
+  }
+
+  setLimit (limit: number): void {
+    this.limit = limit
+    this.reserve = reserveOf(limit, this.reserveShare)
+    this.sheddableLimit = limit - this.reserve
+  }
+
+  /** Whether the global gate is full right now (for requests that hold no slot, such as 404s). */
+  get full (): boolean {
+    return this.limit !== 0 && this.global.inFlight >= this.limit
+  }
+
+  /** The route's slot alone (no global gate). */
+  readonly routeOnly: Take = (permit) => this.hold(permit, HELD_ROUTE)
+
+  /** A `normal` route: a global slot while fewer than L are held, then the route's. */
+  readonly normal: Take = (permit) => {
+    const taken = acquire(this.global.inFlight, this.limit)
+    if (!taken.ok) return false
+    this.global.inFlight = taken.n
+    return this.hold(permit, HELD_ROUTE | HELD_GLOBAL)
+  }
+
+  /** A `sheddable` route never takes the last R slots: it is the first refused as the gate fills. */
+  readonly sheddable: Take = (permit) => {
+    const taken = acquire(this.global.inFlight, this.sheddableLimit)
+    if (!taken.ok) return false
+    this.global.inFlight = taken.n
+    return this.hold(permit, HELD_ROUTE | HELD_GLOBAL)
+  }
+
+  /**
+   * A `critical` route takes a slot while the total is below L, or, at the limit, while fewer than
+   * R critical requests hold one (the total then exceeds L by at most R; the reserve is enforced
+   * only at the limit, so spare capacity is borrowed by every priority below it).
+   */
+  readonly criticalTake: Take = (permit) => {
+    const taken = acquire(this.global.inFlight, this.critical < this.reserve ? this.limit + this.reserve : this.limit)
+    if (!taken.ok) return false
+    this.global.inFlight = taken.n
+    this.critical++
+    return this.hold(permit, HELD_ROUTE | HELD_CRITICAL)
+  }
+
+  /** The route's slot after the global one (`flags`); the global goes back when the route is full. */
+  private hold (permit: Permit, flags: number): boolean {
+    const route = permit.route
+    const counters = route.counters
+    if (route.maxInFlight !== 0) {
+      const taken = acquire(counters.inFlight, route.maxInFlight)
+      if (!taken.ok) {
+        this.releaseGlobal(flags)
+        return false
+      }
+      counters.inFlight = taken.n
+    } else {
+      counters.inFlight++
+    }
+    permit.held = flags
+    this.track(permit)
+    return true
+  }
+
+  /** Links the permit to its connection (HTTP/2: its stream; HTTP/1: its socket). */
+  private track (permit: Permit): void {
+    const raw = permit.request.raw as unknown as { httpVersionMajor: number, socket: Connection, stream: Connection }
+    const connection = raw.httpVersionMajor === 2 ? raw.stream : raw.socket
+    const head = connection[this.kHeld] as Permit | null | undefined
+    if (head === undefined) connection.once('close', this.onConnectionClose)
+    else if (head !== null) {
+      head.prev = permit
+      permit.next = head
+    }
+    connection[this.kHeld] = permit
+    permit.connection = connection
+  }
+
+  /** The permit's slots go back (the core's `release`), and it leaves its connection's list. */
+  readonly release = (permit: Permit): void => {
+    const flags = permit.held
+    if (flags === 0) return
+    permit.held = 0
+    const connection = permit.connection
+    if (connection !== null) {
+      const { prev, next } = permit
+      if (prev === null) connection[this.kHeld] = next
+      else prev.next = next
+      if (next !== null) next.prev = prev
+      permit.prev = null
+      permit.next = null
+      permit.connection = null
+    }
+    this.releaseGlobal(flags)
+    const counters = permit.route.counters
+    counters.inFlight = release(counters.inFlight)
+  }
+
+  private releaseGlobal (flags: number): void {
+    if ((flags & HELD_GLOBAL) !== 0) this.global.inFlight = release(this.global.inFlight)
+    else if ((flags & HELD_CRITICAL) !== 0) {
+      this.global.inFlight = release(this.global.inFlight)
+      this.critical = release(this.critical)
+    }
+  }
+}
+
+/** The request's permit field of one registration (two registrations are two gates). */
+export function permitField (fastify: FastifyInstance): symbol {
+  const field = Symbol('admission.permit')
+  fastify.decorateRequest(field, null)
+  return field
+}

@@ -1,0 +1,114 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import { AdmissionError } from './errors.js'
+import type { Permit } from './release/permit.js'
+
+type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown
+
+/**
+ * What the application's registrations of this plugin know of its routes, kept on its root
+ * context from the first registration on:
+ *
+ * - every route declared since (the root's `onRoute`, and each registration's own for contexts
+ *   made before the root's hook existed), with the context that declared it — a registration
+ *   loaded later wires the routes already declared inside it from here, as if it had seen them;
+ * - how many (by method, as the router counts them): fewer than the router holds means routes
+ *   were declared before any registration watched, and a registration cannot tell where;
+ * - each route's handler, watched once for every registration: when it returns, each gate's
+ *   permit on the request learns of the handler's work (its promise, or the answer it handed);
+ * - the routes that asked for a gate (`config.admission` is an object) and those some
+ *   registration gates: at `ready()`, one left over is an error, never a silent pass.
+ */
+export interface RouteRecord {
+  readonly seen: Map<RouteOptions, FastifyInstance>
+  /** Methods of the routes seen (a route with two methods is two of the router's). */
+  methods: number
+  /** Each registration's request field for its permit. */
+  readonly fields: symbol[]
+  readonly asking: Map<RouteOptions, string>
+  readonly gated: WeakSet<RouteOptions>
+}
+
+const kRecord = Symbol.for('fastify-admission.routes')
+const kOriginal = Symbol.for('fastify-admission.original-handler')
+
+/** The application's record, made (and its `onRoute` hook set on the root context) by the first registration. */
+export function routeRecord (fastify: FastifyInstance): RouteRecord {
+  const root = rootOf(fastify) as unknown as Record<symbol, RouteRecord | undefined>
+  let record = root[kRecord]
+  if (record === undefined) {
+    const made: RouteRecord = { seen: new Map(), methods: 0, fields: [], asking: new Map(), gated: new WeakSet() }
+    record = made
+    root[kRecord] = made
+    ;(root as unknown as FastifyInstance).addHook('onRoute', function recordRoute (this: FastifyInstance, route: RouteOptions) { see(made, this, route) })
+  }
+  return record
+}
+
+/** Records a declared route (once) and watches its handler. */
+export function see (record: RouteRecord, context: FastifyInstance, route: RouteOptions): void {
+  if (record.seen.has(route)) return
+  record.seen.set(route, context)
+  record.methods += Array.isArray(route.method) ? route.method.length : 1
+  const own = (route.config as { admission?: unknown } | undefined)?.admission
+  if (own !== undefined && own !== false) record.asking.set(route, `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`)
+  const handler = route.handler as Handler
+  const fields = record.fields
+  const watched = function admissionWatchedHandler (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
+    const result = handler.call(this, request, reply)
+    for (let i = 0; i < fields.length; i++) (request as unknown as Record<symbol, Permit | null | undefined>)[fields[i]!]?.watch(result)
+    return result
+  } as Handler & { [kOriginal]?: Handler }
+  watched[kOriginal] = handler
+  route.handler = watched as RouteOptions['handler']
+}
+
+/** The handler a recorded route was declared with (GET's automatic HEAD twin is declared with it too). */
+export function declaredHandler (route: RouteOptions): unknown {
+  return (route.handler as Handler & { [kOriginal]: Handler })[kOriginal]
+}
+
+/** Whether routes are in the router that no registration saw declared (before the first one). */
+export function unseenRoutes (fastify: FastifyInstance, record: RouteRecord): boolean {
+  const printed = fastify.printRoutes({ commonPrefix: false })
+  let methods = 0
+  for (const list of printed.matchAll(/\(([A-Z]+(?:, [A-Z]+)*)\)/g)) methods += list[1]!.split(', ').length
+  return methods !== record.methods
+}
+
+/** Whether `context` is `fastify` or one of the contexts made inside it. */
+export function encloses (fastify: FastifyInstance, context: FastifyInstance): boolean {
+  for (let at: object | null = context; at !== null; at = Object.getPrototypeOf(at) as object | null) if (at === fastify) return true
+  return false
+}
+
+function rootOf (fastify: FastifyInstance): FastifyInstance {
+  let root = fastify as object
+  for (;;) {
+    const parent = Object.getPrototypeOf(root) as object | null
+    // The root instance is a plain object; every context below it is created from its parent.
+    if (parent === null || parent === Object.prototype) return root as FastifyInstance
+    root = parent
+  }
+}
+
+/**
+ * Routes that ask for a gate no registration gives: a route whose `config.admission` is an
+ * object, declared in a context no registration encloses (a sibling of the one the plugin was
+ * registered in), would run ungated without a word.
+ */
+export class AdmissionScopeError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionScopeError' }) }
+  declare readonly routes: readonly string[]
+  constructor (routes: readonly string[]) {
+    const one = routes.length === 1
+    super('ADMISSION_UNGATED_ROUTE', `${routes.join(', ')} ${one ? 'has' : 'have'} config.admission, but no registration of fastify-admission encloses ${one ? 'it' : 'them'}: register the plugin in a context that contains ${one ? 'the route' : 'these routes'} (at the root, with \`await app.register(admission)\`), or declare ${one ? 'it' : 'them'} inside the context where the plugin is registered`)
+    this.routes = routes
+  }
+}
+
+/** The routes that asked for a gate and got none; undefined when every one got it. */
+export function ungated (record: RouteRecord): AdmissionScopeError | undefined {
+  const left: string[] = []
+  for (const [route, name] of record.asking) if (!record.gated.has(route)) left.push(name)
+  return left.length === 0 ? undefined : new AdmissionScopeError(left)
+}

@@ -1,0 +1,49 @@
+/** Counters kept by the gate's outcomes, for the whole gate and for each route. */
+export interface GateCounters {
+  /** Requests let through both gates (with `enforce: false`, every request that reached the rate check). */
+  admitted: number
+  /** Requests refused by a rate limit. */
+  limited: number
+  /** Requests answered 503: a full in-flight gate, or a quota the backend could not decide. */
+  shed: number
+  /**
+   * Decisions the backend could not make (Redis down or slow, memory full of live state); each
+   * was shed, or admitted when `onBackendError: 'allow'` (or `enforce: false`) asks for it.
+   */
+  unavailable: number
+  /** Requests holding a slot of this gate right now. */
+  inFlight: number
+  /** Requests the allow list let past the rate limit (and past shedding, with `allowListSkipsShedding`); counted in `admitted` too. */
+  allowed: number
+  /** `enforce: false`: requests a quota would have refused (admitted instead, and counted in `admitted`). */
+  wouldLimit: number
+  /** `enforce: false`: requests a full in-flight gate would have shed (let on, holding no permit). */
+  wouldShed: number
+}
+
+/** A gate's name and counters, as metrics read them at each scrape. */
+export interface CountedGate {
+  readonly name: string
+  readonly counters: GateCounters
+  /** The gate's own in-flight limit, 0 for none. */
+  readonly maxInFlight: number
+  /** The gate's quota, undefined when it has no rate limit. */
+  readonly limiter: object | undefined
+}
+
+export function newCounters (): GateCounters {
+  return { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0, allowed: 0, wouldLimit: 0, wouldShed: 0 }
+}
+
+export function copyCounters (counters: GateCounters): GateCounters {
+  return {
+    admitted: counters.admitted,
+    limited: counters.limited,
+    shed: counters.shed,
+    unavailable: counters.unavailable,
+    inFlight: counters.inFlight,
+    allowed: counters.allowed,
+    wouldLimit: counters.wouldLimit,
+    wouldShed: counters.wouldShed
+  }
+}
