@@ -1,4 +1,5 @@
 import type { Algorithm, Policy } from '../core/rates/types.js'
+import { limiterAddress } from './address.js'
 import type { BackendLimiter, RatesBackend, StackLimiter } from './backend.js'
 import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { RateDecision } from './decision.js'
@@ -150,7 +151,7 @@ export class Scope implements RatesScope {
     }
     let target: BackendLimiter
     try {
-      target = this.runtime.backend.limiter(this.addressOf(name), policy)
+      target = this.runtime.backend.limiter(limiterAddress(this.address, name), policy)
     } catch (error) {
       throw named(name, error)
     }
@@ -171,17 +172,13 @@ export class Scope implements RatesScope {
     }
     let target: StackLimiter
     try {
-      target = backend.stack(this.addressOf(name), policies)
+      target = backend.stack(limiterAddress(this.address, name), policies)
     } catch (error) {
       throw named(name, error)
     }
     const stacked = new StackedLimiter(this.runtime, name, policies, target)
     this.handles.set(name, stacked)
     return stacked
-  }
-
-  private addressOf (name: string): string {
-    return `${this.address}#${encodeURIComponent(name)}`
   }
 }
 
