@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { numbered, segment } from '../rates/address.js'
 
 /**
  * Where a registration of the plugin sits, as a stable string: the path of encapsulation
@@ -6,7 +7,8 @@ import { createHash } from 'node:crypto'
  * then `~n` for the n-th registration (from 0, counted over the whole application) at the same path.
  * The same code registers in the same order in every process, so every process of one
  * application gives a registration the same address, and so the same quota on a shared backend —
- * while a root registration and one in a child plugin never share one.
+ * while a root registration and one in a child plugin never share one. The language of addresses
+ * is lib/rates/address.ts's.
  */
 const kRegistrations = Symbol.for('fastify-admission.registrations')
 
@@ -21,15 +23,12 @@ export function registrationAddress (fastify: object): string {
     if (parent === null || parent === Object.prototype) break
     // `pluginName` lists the fastify-plugins registered into the context after its own name.
     const own = context.pluginName.split(' -> ')[0]!
-    segments.unshift(part(nameOf(own)) + (context.prefix ? `@${part(context.prefix)}` : ''))
+    segments.unshift(segment(nameOf(own), context.prefix))
     context = parent
   }
   const path = ['app', ...segments].join('/')
   const root = context
-  const seen = root[kRegistrations] ?? (root[kRegistrations] = new Map())
-  const ordinal = seen.get(path) ?? 0
-  seen.set(path, ordinal + 1)
-  return ordinal === 0 ? path : `${path}~${ordinal}`
+  return numbered(root[kRegistrations] ?? (root[kRegistrations] = new Map()), path)
 }
 
 /**
@@ -39,9 +38,4 @@ export function registrationAddress (fastify: object): string {
 function nameOf (pluginName: string): string {
   if (/^[\w.@/-]{1,64}$/.test(pluginName)) return pluginName
   return `anonymous-${createHash('sha1').update(pluginName).digest('hex').slice(0, 8)}`
-}
-
-/** One segment: URI-encoded, and `~` too, which marks an ordinal. */
-export function part (text: string): string {
-  return encodeURIComponent(text).replaceAll('~', '%7E')
 }

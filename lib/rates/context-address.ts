@@ -1,10 +1,12 @@
+import { numbered, segment } from './address.js'
 import { RatesInvalidArgumentError } from './errors.js'
 
 /**
  * Structural addresses of Fastify encapsulation contexts: the path of plugin names (and
  * prefixes) from the context that registered this plugin. The same code gives the same address in
  * every process, so a limiter's quota is addressed alike everywhere — never a random id.
- * Siblings with the same name and prefix are told apart by their order among themselves.
+ * Siblings with the same name and prefix are told apart by their order among themselves. The
+ * language of addresses is address.ts's.
  */
 export class ContextAddresses {
   private readonly addresses = new WeakMap<object, string>()
@@ -17,11 +19,7 @@ export class ContextAddresses {
   /** Called from `onRegister` for each new context, in registration order. */
   register (instance: object, pluginName: string | undefined, prefix: string | undefined): string {
     const parent = this.of(Object.getPrototypeOf(instance) as object)
-    const segment = part(pluginName ?? 'anonymous') + (prefix ? `@${part(prefix)}` : '')
-    const path = `${parent}/${segment}`
-    const ordinal = this.seen.get(path) ?? 0
-    this.seen.set(path, ordinal + 1)
-    const address = ordinal === 0 ? path : `${path}~${ordinal}`
+    const address = numbered(this.seen, `${parent}/${segment(pluginName ?? 'anonymous', prefix)}`)
     this.addresses.set(instance, address)
     return address
   }
@@ -40,12 +38,4 @@ export class ContextAddresses {
     const context = instance as { pluginName?: string, prefix?: string }
     return this.register(instance, context.pluginName, context.prefix)
   }
-}
-
-/**
- * One segment of an address. `encodeURIComponent` leaves `~` as it is, and `~` marks an ordinal:
- * escaping it keeps a plugin named `a~1` apart from the second plugin named `a`.
- */
-function part (text: string): string {
-  return encodeURIComponent(text).replaceAll('~', '%7E')
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { ContextAddresses } from './context-address.js'
-import { type Rates, ratesFor, type RatesRuntime } from './rates.js'
+import { type Rates, ratesFor } from './rates.js'
+import type { RatesRuntime } from './runtime.js'
 
 /**
  * Gives every encapsulation context its own `fastify.rates`, addressed by where the context sits

@@ -3,6 +3,10 @@ import { isPositiveSafeInteger } from '../validation/checks.js'
 import { show } from '../validation/show.js'
 import { RatesInvalidArgumentError, memberPath } from './errors.js'
 
+export type IdentityPrimitive = string | number | bigint | boolean
+/** A primitive, a tuple of at most 16 primitives, or a plain record of at most 16 primitive fields. */
+export type Identity = IdentityPrimitive | readonly IdentityPrimitive[] | { readonly [field: string]: IdentityPrimitive }
+
 /** Items of a tuple identity, fields of a record identity. */
 export const MAX_IDENTITY_PARTS = 16
 /** UTF-8 bytes of an identity's canonical encoding. */

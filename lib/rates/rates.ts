@@ -1,20 +1,20 @@
 import type { Algorithm, Policy } from '../core/rates/types.js'
-import type { BackendLimiter, RatesBackend, StackLimiter } from './backend.js'
+import { limiterAddress } from './address.js'
+import type { BackendLimiter, StackLimiter } from './backend.js'
 import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { RateDecision } from './decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError } from './errors.js'
-import { encodeIdentity, validateCost, wellFormed } from './identity.js'
+import { encodeIdentity, validateCost, wellFormed, type Identity } from './identity.js'
 import { sameStack } from './limiter-map.js'
 import { capacityOf, normalizePolicy, samePolicy } from './policy.js'
 import { normalizePolicies } from './policy-stack.js'
+import type { RatesRuntime } from './runtime.js'
 import { StackedLimiter, type StackedRateLimiter } from './stacked-limiter.js'
 
 export type { ConsumeOptions } from './consume-options.js'
+export type { Identity, IdentityPrimitive } from './identity.js'
+export { RatesRuntime } from './runtime.js'
 export type { StackedRateLimiter } from './stacked-limiter.js'
-
-export type IdentityPrimitive = string | number | bigint | boolean
-/** A primitive, a tuple of at most 16 primitives, or a plain record of at most 16 primitive fields. */
-export type Identity = IdentityPrimitive | readonly IdentityPrimitive[] | { readonly [field: string]: IdentityPrimitive }
 
 export interface RatePolicy {
   algorithm: Algorithm
@@ -48,28 +48,6 @@ export interface RatesScope {
 export interface Rates extends RatesScope {
   /** Limiters whose quota is shared on purpose by every plugin that uses the same name. */
   readonly global: RatesScope
-}
-
-/** What every caller of one registration shares: the backend and whether it has stopped. */
-export class RatesRuntime {
-  readonly backend: RatesBackend
-  /** Whether stopping the runtime stops the backend: only when the plugin made it. */
-  private readonly owned: boolean
-  private stopped = false
-
-  constructor (backend: RatesBackend, owned: boolean) {
-    this.backend = backend
-    this.owned = owned
-  }
-
-  get isStopped (): boolean {
-    return this.stopped
-  }
-
-  async stop (): Promise<void> {
-    this.stopped = true
-    if (this.owned) await this.backend.stop()
-  }
 }
 
 const NAME_LIMIT = 256
@@ -150,7 +128,7 @@ export class Scope implements RatesScope {
     }
     let target: BackendLimiter
     try {
-      target = this.runtime.backend.limiter(this.addressOf(name), policy)
+      target = this.runtime.backend.limiter(limiterAddress(this.address, name), policy)
     } catch (error) {
       throw named(name, error)
     }
@@ -171,17 +149,13 @@ export class Scope implements RatesScope {
     }
     let target: StackLimiter
     try {
-      target = backend.stack(this.addressOf(name), policies)
+      target = backend.stack(limiterAddress(this.address, name), policies)
     } catch (error) {
       throw named(name, error)
     }
     const stacked = new StackedLimiter(this.runtime, name, policies, target)
     this.handles.set(name, stacked)
     return stacked
-  }
-
-  private addressOf (name: string): string {
-    return `${this.address}#${encodeURIComponent(name)}`
   }
 }
 

@@ -3,9 +3,9 @@ import type { StackLimiter } from './backend.js'
 import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { StackDecision } from './decision.js'
 import { RatesStoppedError } from './errors.js'
-import { encodeIdentity, validateCost } from './identity.js'
+import { encodeIdentity, validateCost, type Identity } from './identity.js'
 import { stackCapacity } from './policy-stack.js'
-import type { Identity, RatesRuntime } from './rates.js'
+import type { RatesRuntime } from './runtime.js'
 
 /**
  * Several policies on one quota (10 a second and 10 000 a day), decided as one: a call passes only

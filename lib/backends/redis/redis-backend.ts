@@ -5,6 +5,7 @@ import { RatesInvalidArgumentError, RatesStoppedError, RatesUnavailableError } f
 import { isStack, QuotaMap } from '../../rates/limiter-map.js'
 import { exactObject } from '../../validation/checks.js'
 import { DECIDE_LUA, DECIDE_SHA } from './decide-script.js'
+import type { QuotaBackend } from './quota-backend.js'
 import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
 import { RedisBackendLimiter } from './redis-limiter.js'
 import { RedisBackendStack } from './redis-stack.js'
@@ -72,7 +73,7 @@ const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache'], ex
  * `RatesPolicyConflictError` and is left as it is. A stored state of this policy that fails the
  * script's validation is decided as the worst legitimate state (`stored-state.ts`).
  */
-export class RedisBackend implements RatesBackend {
+export class RedisBackend implements RatesBackend, QuotaBackend {
   readonly kind = 'redis'
   readonly client: RedisBackendClient
   /** How `client` is called: `'ioredis'` (also iovalkey) or `'node-redis'`, seen at construction. */

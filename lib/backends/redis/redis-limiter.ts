@@ -4,7 +4,7 @@ import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/
 import { RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { policyFingerprint } from '../../rates/policy.js'
 import { DenyCache } from './deny-cache.js'
-import type { RedisBackend } from './redis-backend.js'
+import type { QuotaBackend } from './quota-backend.js'
 import { keyConflict, readStored } from './stored-state.js'
 
 // The registry's scripts: rare calls (an application resetting or inspecting one client), so plain
@@ -23,12 +23,12 @@ export class RedisBackendLimiter implements BackendLimiter {
   readonly address: string
   /** The deny cache, when the backend has one. */
   readonly cache: DenyCache | undefined
-  private readonly backend: RedisBackend
+  private readonly backend: QuotaBackend
   private readonly kernel: Kernel<unknown>
   private readonly fingerprint: string
   private readonly keyStart: string
 
-  constructor (backend: RedisBackend, address: string, policy: Readonly<Policy>) {
+  constructor (backend: QuotaBackend, address: string, policy: Readonly<Policy>) {
     this.backend = backend
     this.address = address
     this.policy = policy

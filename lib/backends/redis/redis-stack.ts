@@ -4,7 +4,7 @@ import type { PolicyOutcome, StackDecision } from '../../rates/decision.js'
 import { RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { policyFingerprint } from '../../rates/policy.js'
 import { DECIDE_STACK_LUA, DECIDE_STACK_SHA } from './decide-stack-script.js'
-import type { RedisBackend } from './redis-backend.js'
+import type { QuotaBackend } from './quota-backend.js'
 import { keyConflict, readStored } from './stored-state.js'
 
 // A stack's registry scripts, as the single limiter's (rare calls: plain EVAL), on all its keys
@@ -45,11 +45,11 @@ return #present`
 export class RedisBackendStack implements StackLimiter {
   readonly policies: readonly Readonly<Policy>[]
   readonly address: string
-  private readonly backend: RedisBackend
+  private readonly backend: QuotaBackend
   private readonly fingerprints: readonly string[]
   private readonly keyStart: string
 
-  constructor (backend: RedisBackend, address: string, policies: readonly Readonly<Policy>[]) {
+  constructor (backend: QuotaBackend, address: string, policies: readonly Readonly<Policy>[]) {
     this.backend = backend
     this.address = address
     this.policies = policies
