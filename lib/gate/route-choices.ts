@@ -1,6 +1,6 @@
 import { isTiers, type Limits } from './limits.js'
 import { AdmissionOptionError } from './errors.js'
-import type { AdmissionHook } from './options.js'
+import type { AdmissionHook } from './option-types.js'
 
 /**
  * The options that choose which hooks a route gets (`hook`, `enforce`, `allowListSkipsShedding`)

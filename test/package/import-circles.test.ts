@@ -147,8 +147,6 @@ function circlesIn (edges: ReadonlyMap<string, readonly string[]>, component: re
 }
 
 const under = (dir: string) => (file: string): boolean => file.startsWith(`${dir}/`)
-/** Where the gate's engineer is untangling the gate from pressure and metrics (issue 17). */
-const inGateWork = (file: string): boolean => ['lib/gate', 'lib/pressure', 'lib/metrics'].some((dir) => under(dir)(file))
 
 const graph = importGraph('lib')
 
@@ -183,13 +181,7 @@ t.test('the graph: every file under lib/, every relative specifier resolved', as
 
 t.test('no import circles', async (t) => {
   const found = components(graph.edges)
-  const describe = (component: string[]): string[] => circlesIn(graph.edges, component)
-  const elsewhere = found.filter((component) => !component.every(inGateWork))
-  t.strictSame(elsewhere.map(describe), [], 'no circle that leaves lib/gate, lib/pressure and lib/metrics')
-  const gateWork = found.filter((component) => component.every(inGateWork))
-  // Shown as they are while the assertion below is a todo (tap prints no diff for one).
-  for (const circle of gateWork.flatMap(describe)) t.comment(`circle within the gate's work: ${circle}`)
-  t.strictSame(gateWork.map(describe), [], 'no circle within lib/gate, lib/pressure and lib/metrics', { todo: 'issue 17: the gate and pressure still import each other' })
+  t.strictSame(found.map((component) => circlesIn(graph.edges, component)), [], 'no circle anywhere under lib/, type-only imports included')
 })
 
 t.test('lib/core/ imports nothing from outside lib/core/', async (t) => {
@@ -215,6 +207,6 @@ function gateImports (dir: string): string[] {
 
 t.test('pressure and metrics sit below the gate: they do not import lib/gate/', async (t) => {
   for (const edge of [...gateImports('lib/pressure'), ...gateImports('lib/metrics')]) t.comment(`below the gate, importing it: ${edge}`)
-  t.strictSame(gateImports('lib/pressure'), [], 'lib/pressure/ imports no lib/gate/ file', { todo: 'issue 17: pressure/metrics still import the gate' })
-  t.strictSame(gateImports('lib/metrics'), [], 'lib/metrics/ imports no lib/gate/ file', { todo: 'issue 17: pressure/metrics still import the gate' })
+  t.strictSame(gateImports('lib/pressure'), [], 'lib/pressure/ imports no lib/gate/ file')
+  t.strictSame(gateImports('lib/metrics'), [], 'lib/metrics/ imports no lib/gate/ file')
 })
