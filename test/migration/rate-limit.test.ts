@@ -7,14 +7,18 @@ import admission, { AdmissionOptionError, DECISION_CHANNEL, memoryBackend, redis
 import type { AdmissionDecisionEvent, AdmissionOptions } from '../../lib/index.js'
 import { deleteKeys, sharedRedis, uniquePrefix } from '../backends/redis/helpers.js'
 
-// The README's "Coming from @fastify/rate-limit" table, a test per row: every row must have one
-// here, and every test here a row. A row with no equivalent checks that @fastify/rate-limit's
-// option is refused at registration with an AdmissionOptionError naming it — never ignored.
+// The table of docs/migration/rate-limit.md ("Coming from @fastify/rate-limit"), a test per row:
+// every row must have one here, and every test here a row. A row with no equivalent checks that
+// @fastify/rate-limit's option is refused at registration with an AdmissionOptionError naming it —
+// never ignored.
+
+const PAGE = 'docs/migration/rate-limit.md'
 
 function tableRows (): string[] {
-  const readme = readFileSync('README.md', 'utf8')
-  const section = readme.slice(readme.indexOf('### Coming from @fastify/rate-limit'))
-  const table = section.slice(section.indexOf('| @fastify/rate-limit |'))
+  const page = readFileSync(PAGE, 'utf8')
+  const at = page.indexOf('\n| @fastify/rate-limit |')
+  if (at === -1) throw new Error(`${PAGE} has no table headed "| @fastify/rate-limit |"`)
+  const table = page.slice(at + 1)
   const lines = table.split('\n')
   const end = lines.findIndex((line) => !line.startsWith('|'))
   return lines.slice(2, end).map((line) => line.split('|')[1]!.trim())
@@ -285,7 +289,7 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
   }
 }
 
-t.test('every row of the README table has its test, and every test its row', async (t) => {
+t.test(`every row of the table in ${PAGE} has its test, and every test its row`, async (t) => {
   t.same(tableRows().sort(), Object.keys(ROWS).sort())
 })
 
