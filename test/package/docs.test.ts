@@ -13,8 +13,6 @@ import { dirname, join, normalize } from 'node:path'
 // - Every relative link of README.md, CONTRIBUTING.md, docs/ and the benchmarks' READMEs points to
 //   a file that exists, and a `#fragment` of a markdown file to one of its headings (GitHub's anchors).
 //
-// docs/decisions.md and docs/internals.md are written by others and are left out of the wording
-// check; their links are checked like everyone's.
 
 const MAX_README_LINES = 300
 
@@ -28,8 +26,7 @@ function markdownUnder (dir: string): string[] {
 
 const pages = markdownUnder('docs')
 const benchReadmes = markdownUnder('bench').filter((file) => file.endsWith('README.md'))
-const OWNED_ELSEWHERE = new Set([join('docs', 'decisions.md'), join('docs', 'internals.md')])
-const worded = ['README.md', 'CONTRIBUTING.md', ...pages.filter((page) => !OWNED_ELSEWHERE.has(page))]
+const worded = ['README.md', 'CONTRIBUTING.md', ...pages]
 const linked = ['README.md', 'CONTRIBUTING.md', ...pages, ...benchReadmes]
 
 interface Line { number: number, text: string, code: boolean }
@@ -159,5 +156,5 @@ t.test('every relative link points to a file that exists, and a fragment to a he
 
 t.test('the README links to every page of docs/', async (t) => {
   const targets = new Set(relativeLinks('README.md').map(({ target }) => normalize(target.split('#')[0]!)))
-  t.same(pages.filter((page) => !targets.has(page) && page !== join('docs', 'internals.md')), [], 'pages the README does not link to')
+  t.same(pages.filter((page) => !targets.has(page)), [], 'pages the README does not link to')
 })
