@@ -2,8 +2,8 @@ import type { Policy } from '../core/rates/types.js'
 import type { CountedGate, GateCounters } from '../metrics/counters.js'
 import { newCounters } from '../metrics/counters.js'
 import type { BackendLimiter } from '../rates/backend.js'
-import { policyHeader, quotaOf, rateLimitStart } from './headers.js'
-import { StackedQuota } from './stacked-quota.js'
+import { policyHeader, quotaOf, rateLimitStart } from './quotas/headers.js'
+import { StackedQuota } from './quotas/stacked-quota.js'
 
 /** What a registration knows of one route (or of one tier of it, or of the requests that matched none). */
 export interface RouteGate extends CountedGate {

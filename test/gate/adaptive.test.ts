@@ -2,7 +2,7 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission, { memoryBackend } from '../../lib/index.js'
 import { AdaptiveSampler } from '../../lib/gate/release/adaptive-sampler.js'
-import type { AdmissionOptions } from '../../lib/gate/options.js'
+import type { AdmissionOptions } from '../../lib/gate/options/options.js'
 import { deferred, eventually, getThenAbort, listen } from '../helpers/http.js'
 
 // The adaptive limit through the plugin. Time is a fake `performance.now`: Fastify reads it when a

@@ -144,7 +144,7 @@ t.test('the 404 hook uses the plugin\'s allow list; an undefined request.ip is o
   t.equal((await app.inject({ url: '/nope', remoteAddress: '127.0.0.2' })).statusCode, 404)
   t.equal((await app.inject({ url: '/nope', remoteAddress: '127.0.0.2' })).statusCode, 429)
   t.match(app.admission.stats().routes['404'], { allowed: 3, limited: 1 })
-  const { allowListOption, REMEMBERED_ADDRESSES } = await import('../../lib/gate/allow-list.js')
+  const { allowListOption, REMEMBERED_ADDRESSES } = await import('../../lib/gate/options/allow-list.js')
   const matcher = allowListOption('allowList', ['0.0.0.0/1'], false)!
   t.equal(matcher({ ip: undefined } as never, ''), false)
   t.equal(matcher({ ip: '8.8.8.8' } as never, ''), true)

@@ -1,10 +1,10 @@
 import t, { type Test } from 'tap'
 import Fastify from 'fastify'
-import { validateOptions, validateRouteOptions } from '../../lib/gate/options.js'
+import { validateOptions, validateRouteOptions } from '../../lib/gate/options/options.js'
 import { AdmissionOptionError } from '../../lib/gate/errors.js'
 import admission from '../../lib/index.js'
 import { adaptiveLimitOptions } from '../../lib/core/adaptive/limit.js'
-import { WINDOW_FAST_WEIGHT } from '../../lib/gate/in-flight-options.js'
+import { WINDOW_FAST_WEIGHT } from '../../lib/gate/options/in-flight-options.js'
 
 // The adaptive `maxInFlight`, `criticalReserve` and a route's `priority`: checked at registration
 // (routes at ready()), each refusal an AdmissionOptionError naming the option and showing the value.

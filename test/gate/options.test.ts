@@ -6,7 +6,7 @@ import {
   DEFAULT_RATE_LIMIT,
   DEFAULT_IPV6_SUBNET,
   type Settings
-} from '../../lib/gate/options.js'
+} from '../../lib/gate/options/options.js'
 import { AdmissionError, AdmissionOptionError } from '../../lib/gate/errors.js'
 import admission, {
   AdmissionOptionError as ExportedOptionError,

@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission from '../../lib/index.js'
-import type { AdmissionOptions } from '../../lib/gate/options.js'
+import type { AdmissionOptions } from '../../lib/gate/options/options.js'
 import { deferred, eventually } from '../helpers/http.js'
 
 // Priorities at the global gate, with requests held in their handlers (no timing): L = 10,

@@ -1,7 +1,7 @@
 import t from 'tap'
 import Fastify from 'fastify'
 import { AdmissionOptionError } from '../../lib/gate/errors.js'
-import { validateOptions } from '../../lib/gate/options.js'
+import { validateOptions } from '../../lib/gate/options/options.js'
 import admission from '../../lib/index.js'
 import { pressureSettings, queueDelaySettings } from '../../lib/pressure/options.js'
 import { thrown } from '../helpers/errors.js'

@@ -1,6 +1,6 @@
 import type { FastifyBaseLogger, FastifyReply } from 'fastify'
 import { rejection503 } from '../../core/index.js'
-import type { ErrorResponseBuilder } from '../error-response.js'
+import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { Permit } from '../release/permit.js'
 import { inWords, MESSAGES, refusalText, type RefusalReason } from './refusal-text.js'
 

@@ -75,10 +75,8 @@ export class Permit {
   how: PermitEnd | undefined = undefined
   /** The quota's answer, as the decision step left it for the headers and the verdict. */
   admitted = false
-  remaining = 0
-  resetAt = 0
-  decidedAt = 0
   retryAfterMs = 0
+  /** A remote decision (its numbers for the headers). */
   decision: RateDecision | undefined = undefined
   /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */
   backendFailed = false

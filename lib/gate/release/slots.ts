@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { acquire, release } from '../../core/index.js'
 import type { GateCounters } from '../../metrics/counters.js'
-import { reserveOf } from '../priority.js'
+import { reserveOf } from './priority.js'
 import type { Permit } from './permit.js'
 
 /** Slots a permit holds: the global gate's (normal, or critical within its reserve) and its route's. */

@@ -1,4 +1,4 @@
-import type { AllowMatcher } from '../../allow-list.js'
+import type { AllowMatcher } from '../../options/allow-list.js'
 import type { Outcomes, Step } from '../../outcomes/recorder.js'
 import type { Take } from '../../release/slots.js'
 

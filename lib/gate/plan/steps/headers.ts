@@ -1,6 +1,6 @@
 import type { SynchronousDecisions, SynchronousStack } from '../../../rates/backend.js'
 import type { RateDecision, StackDecision } from '../../../rates/decision.js'
-import { rateLimitHeader, rateLimitList } from '../../headers.js'
+import { rateLimitHeader, rateLimitList } from '../../quotas/headers.js'
 import type { Step } from '../../outcomes/recorder.js'
 import type { RouteGate } from '../../route-gate.js'
 

@@ -1,8 +1,8 @@
-import type { BackendLimiter } from '../rates/backend.js'
-import { describeLimits } from './policy-text.js'
-import { sameLimits, type StackLimits } from './limits.js'
-import type { Policy } from '../core/rates/types.js'
-import { AdmissionOptionError } from './errors.js'
+import type { BackendLimiter } from '../../rates/backend.js'
+import { describeLimits } from '../options/policy-text.js'
+import { sameLimits, type StackLimits } from '../options/limits.js'
+import type { Policy } from '../../core/rates/types.js'
+import { AdmissionOptionError } from '../errors.js'
 import type { Quotas } from './quotas.js'
 
 /**

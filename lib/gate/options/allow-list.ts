@@ -1,8 +1,8 @@
 import { BlockList, isIP } from 'node:net'
 import type { FastifyRequest } from 'fastify'
-import { gateKey } from './client-key.js'
-import { AdmissionAllowListError, AdmissionOptionError } from './errors.js'
-import { stringList } from '../validation/checks.js'
+import { gateKey } from '../quotas/client-key.js'
+import { AdmissionAllowListError, AdmissionOptionError } from '../errors.js'
+import { stringList } from '../../validation/checks.js'
 
 /** `allowList` as a function: a truthy result lets the client past the rate limit (as with @fastify/rate-limit). */
 export type AllowListFunction = (request: FastifyRequest, key: string) => unknown

@@ -1,5 +1,5 @@
 import { isTiers, type Limits } from './limits.js'
-import { AdmissionOptionError } from './errors.js'
+import { AdmissionOptionError } from '../errors.js'
 import type { AdmissionHook } from './option-types.js'
 
 /**

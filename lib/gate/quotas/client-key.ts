@@ -1,6 +1,6 @@
 import { isIPv6 } from 'node:net'
 import { Buffer } from 'node:buffer'
-import { AdmissionKeyError } from './errors.js'
+import { AdmissionKeyError } from '../errors.js'
 
 /**
  * The key of a client address. IPv4 stays as it is; an IPv4-mapped IPv6 address is its IPv4

@@ -1,14 +1,14 @@
 import type { FastifyRequest } from 'fastify'
-import type { Algorithm, Policy } from '../core/rates/types.js'
-import type { RatesBackend } from '../rates/backend.js'
-import type { PressureOptions, PressureSettings, QueueDelayOptions, QueueDelaySettings } from '../pressure/options.js'
-import type { AdmissionMetricsOptions, MetricsSettings } from '../metrics/options.js'
+import type { Algorithm, Policy } from '../../core/rates/types.js'
+import type { RatesBackend } from '../../rates/backend.js'
+import type { PressureOptions, PressureSettings, QueueDelayOptions, QueueDelaySettings } from '../../pressure/options.js'
+import type { AdmissionMetricsOptions, MetricsSettings } from '../../metrics/options.js'
 import type { AdaptiveInFlightOptions, AdaptiveSettings } from './in-flight-options.js'
-import type { PriorityName } from './priority.js'
+import type { PriorityName } from '../release/priority.js'
 import type { AllowListOption, AllowMatcher } from './allow-list.js'
 import type { ErrorResponseBuilder } from './error-response.js'
 import type { Limits } from './limits.js'
-import type { CountMode, FailedResponse } from './failures.js'
+import type { CountMode, FailedResponse } from '../plan/login-attempts.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.

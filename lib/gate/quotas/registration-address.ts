@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { numbered, segment } from '../rates/address.js'
+import { numbered, segment } from '../../rates/address.js'
 
 /**
  * Where a registration of the plugin sits, as a stable string: the path of encapsulation

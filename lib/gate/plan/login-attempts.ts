@@ -1,9 +1,9 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
-import { UNDECIDABLE } from '../rates/backend.js'
-import { AdmissionOptionError } from './errors.js'
-import type { StackedQuota } from './stacked-quota.js'
-import type { Step } from './outcomes/recorder.js'
-import type { Permit } from './release/permit.js'
+import { UNDECIDABLE } from '../../rates/backend.js'
+import { AdmissionOptionError } from '../errors.js'
+import type { StackedQuota } from '../quotas/stacked-quota.js'
+import type { Step } from '../outcomes/recorder.js'
+import type { Permit } from '../release/permit.js'
 
 /** What a route's requests count against its quota: every request (the default), or only failures (login throttling). */
 export type CountMode = 'requests' | 'failures'

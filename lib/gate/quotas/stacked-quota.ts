@@ -1,9 +1,9 @@
-import type { Policy } from '../core/rates/types.js'
-import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousStack, type Verdict, type Verdicts } from '../rates/backend.js'
-import type { RateDecision, StackDecision } from '../rates/decision.js'
-import { stackCapacity } from '../rates/policy-stack.js'
+import type { Policy } from '../../core/rates/types.js'
+import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousStack, type Verdict, type Verdicts } from '../../rates/backend.js'
+import type { RateDecision, StackDecision } from '../../rates/decision.js'
+import { stackCapacity } from '../../rates/policy-stack.js'
 import { quotaOf, rateLimitStart } from './headers.js'
-import type { NamedPolicy } from './limits.js'
+import type { NamedPolicy } from '../options/limits.js'
 
 /**
  * A backend's stack as the gate's quota: the gate decides on it as on one limiter (one verdict,

@@ -1,9 +1,9 @@
-import type { Policy } from '../core/rates/types.js'
-import type { BackendLimiter, RatesBackend } from '../rates/backend.js'
-import { AdmissionOptionError } from './errors.js'
-import { isStack, isTiers, type Limits, type NamedPolicy, type StackLimits } from './limits.js'
+import type { Policy } from '../../core/rates/types.js'
+import type { BackendLimiter, RatesBackend } from '../../rates/backend.js'
+import { AdmissionOptionError } from '../errors.js'
+import { isStack, isTiers, type Limits, type NamedPolicy, type StackLimits } from '../options/limits.js'
 import { StackedQuota } from './stacked-quota.js'
-import { part } from '../rates/address.js'
+import { part } from '../../rates/address.js'
 
 /**
  * The gate's quotas on the backend, one per route that has its own policy and one shared: each

@@ -1,10 +1,10 @@
 import type { FastifyRequest } from 'fastify'
-import type { Policy } from '../core/rates/types.js'
-import { normalizePolicy, samePolicy } from '../rates/policy.js'
-import { MAX_STACK_POLICIES, stackCapacity } from '../rates/policy-stack.js'
-import { exactList, exactObject, memberPath } from '../validation/checks.js'
-import { AdmissionOptionError } from './errors.js'
-import { quotaOf } from './headers.js'
+import type { Policy } from '../../core/rates/types.js'
+import { normalizePolicy, samePolicy } from '../../rates/policy.js'
+import { MAX_STACK_POLICIES, stackCapacity } from '../../rates/policy-stack.js'
+import { exactList, exactObject, memberPath } from '../../validation/checks.js'
+import { AdmissionOptionError } from '../errors.js'
+import { quotaOf } from '../quotas/headers.js'
 
 /**
  * What a `rateLimit` option holds once checked: one policy, a stack of policies decided as one

@@ -1,4 +1,4 @@
-import type { Policy } from '../core/rates/types.js'
+import type { Policy } from '../../core/rates/types.js'
 import { isStack, type StackLimits } from './limits.js'
 
 /** A policy in the words of the options that made it, for logs: `100 per 60000 ms (token-bucket, burst 20)`. */

@@ -1,6 +1,6 @@
-import { ceilDiv } from '../core/rates/arithmetic.js'
-import type { Policy } from '../core/rates/types.js'
-import { capacityOf } from '../rates/policy.js'
+import { ceilDiv } from '../../core/rates/arithmetic.js'
+import type { Policy } from '../../core/rates/types.js'
+import { capacityOf } from '../../rates/policy.js'
 
 /**
  * The quota a client can plan from (IETF httpapi-ratelimit-headers, draft 10): `q` units within

@@ -1,8 +1,8 @@
 import { types } from 'node:util'
-import { adaptiveLimitOptions, type AdaptiveLimitOptions } from '../core/adaptive/limit.js'
-import { exactObject, numberInRange, positiveInteger } from '../validation/checks.js'
-import { AdmissionOptionError } from './errors.js'
-import { DEFAULT_CRITICAL_RESERVE, PRIORITY_NAMES, type PriorityName } from './priority.js'
+import { adaptiveLimitOptions, type AdaptiveLimitOptions } from '../../core/adaptive/limit.js'
+import { exactObject, numberInRange, positiveInteger } from '../../validation/checks.js'
+import { AdmissionOptionError } from '../errors.js'
+import { DEFAULT_CRITICAL_RESERVE, PRIORITY_NAMES, type PriorityName } from '../release/priority.js'
 
 /**
  * `maxInFlight: { adaptive: true }`: the limit follows the latency of the requests it admits
