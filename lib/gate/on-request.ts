@@ -1,8 +1,8 @@
-import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { Plan } from './plan/planner.js'
 import { Permit, type Step } from './release/permit.js'
 
-export type GateHook = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
+export type GateHook = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 
 /**
  * The gate's `onRequest` hook: **shed, then limit**, on the pure core. The request gets its
@@ -19,13 +19,26 @@ export function onRequestHook (plan: Plan, field: symbol): GateHook {
   }
 }
 
+/** A registration whose hooks are its context's: where it sits, how deep, its request field, its hook. */
+export interface ContextGate {
+  readonly context: FastifyInstance
+  readonly depth: number
+  readonly field: symbol
+  readonly hook: GateHook
+}
+
 /**
  * The same hook at the level of the registering context, for a registration that found routes
  * already declared (which never pass its `onRoute`): each request finds its route's plan, made
  * at `onRoute` or, for a route declared earlier, at its first request (`null`: not gated here).
+ *
+ * A context's hooks run in the order they were added, so a registration inside another that was
+ * loaded first would decide first; `outerOf(context)` lists the enclosing registrations with
+ * context hooks, outermost first, and one that has not decided on the request yet is run ahead
+ * (its own hook, later in the list, then finds its permit taken and goes on).
  */
-export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | null, field: symbol): GateHook {
-  return function admissionOnRequest (request, reply, done) {
+export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | null, field: symbol, outerOf: (context: FastifyInstance) => readonly ContextGate[]): GateHook {
+  const run = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const plan = planOf(request)
     if (plan === null) {
       done()
@@ -34,6 +47,26 @@ export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | nu
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
     plan.onRequest(permit)
+  }
+  return function admissionOnRequest (this: FastifyInstance, request, reply, done) {
+    // A context made before the registration decorated the request has no field at all (Fastify
+    // sets decorations in the request's constructor): undefined is "no permit" too.
+    const fields = request as unknown as Record<symbol, Permit | null | undefined>
+    // Run already, ahead of its place, by a registration inside this one.
+    if (fields[field] != null) {
+      done()
+      return
+    }
+    for (const outer of outerOf(this)) {
+      if (fields[outer.field] == null) {
+        outer.hook.call(this, request, reply, (error?: Error) => {
+          if (error !== undefined) done(error)
+          else run(request, reply, done)
+        })
+        return
+      }
+    }
+    run(request, reply, done)
   }
 }
 

@@ -21,7 +21,7 @@ import { registrationAddress } from './quotas/registration-address.js'
 import { registryOver } from './registry.js'
 import { AdaptiveSampler } from './release/adaptive-sampler.js'
 import { permitField, Slots } from './release/slots.js'
-import { encloses, routeRecord, see, ungated, unseenRoutes } from './route-record.js'
+import { encloses, outerGates, routeRecord, see, ungated, unseenRoutes } from './route-record.js'
 import { RouteWiring } from './wiring.js'
 
 declare module 'fastify' {
@@ -117,7 +117,10 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     else wiring.wire(route)
   })
   if (routesBefore) {
-    fastify.addHook('onRequest', onRequestByRoute(wiring.planOf, field))
+    const depth = depthOf(fastify)
+    const hook = onRequestByRoute(wiring.planOf, field, outerGates(record, depth))
+    record.contextGates.push({ context: fastify, depth, field, hook })
+    fastify.addHook('onRequest', hook)
     fastify.addHook('preHandler', preHandlerByRoute(field))
     fastify.addHook('onSend', onSendByRoute(field))
     fastify.addHook('onResponse', onResponseHook(field))

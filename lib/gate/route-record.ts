@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { AdmissionError } from './errors.js'
+import type { ContextGate } from './on-request.js'
 import type { Permit } from './release/permit.js'
 
 type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown
@@ -26,6 +27,8 @@ export interface RouteRecord {
   readonly fields: symbol[]
   readonly asking: Map<RouteOptions, string>
   readonly gated: WeakSet<RouteOptions>
+  /** Registrations whose hooks are their context's (they found routes no registration saw). */
+  readonly contextGates: ContextGate[]
 }
 
 const kRecord = Symbol.for('fastify-admission.routes')
@@ -36,7 +39,7 @@ export function routeRecord (fastify: FastifyInstance): RouteRecord {
   const root = rootOf(fastify) as unknown as Record<symbol, RouteRecord | undefined>
   let record = root[kRecord]
   if (record === undefined) {
-    const made: RouteRecord = { seen: new Map(), methods: 0, fields: [], asking: new Map(), gated: new WeakSet() }
+    const made: RouteRecord = { seen: new Map(), methods: 0, fields: [], asking: new Map(), gated: new WeakSet(), contextGates: [] }
     record = made
     root[kRecord] = made
     ;(root as unknown as FastifyInstance).addHook('onRoute', function recordRoute (this: FastifyInstance, route: RouteOptions) { see(made, this, route) })
@@ -73,6 +76,19 @@ export function unseenRoutes (fastify: FastifyInstance, record: RouteRecord): bo
   let methods = 0
   for (const list of printed.matchAll(/\(([A-Z]+(?:, [A-Z]+)*)\)/g)) methods += list[1]!.split(', ').length
   return methods !== record.methods
+}
+
+/** The registrations with context hooks that enclose `context` and sit above `depth`, outermost first; made once per context. */
+export function outerGates (record: RouteRecord, depth: number): (context: FastifyInstance) => readonly ContextGate[] {
+  const known = new WeakMap<FastifyInstance, readonly ContextGate[]>()
+  return (context) => {
+    let outer = known.get(context)
+    if (outer === undefined) {
+      outer = record.contextGates.filter((gate) => gate.depth < depth && encloses(gate.context, context)).sort((a, b) => a.depth - b.depth)
+      known.set(context, outer)
+    }
+    return outer
+  }
 }
 
 /** Whether `context` is `fastify` or one of the contexts made inside it. */

@@ -174,3 +174,29 @@ t.test('a pressureHandler that answers, then rejects: the request is answered on
   t.ok(await eventually(() => app.admission.pressure()?.underPressure === false))
   t.same([(await app.inject('/')).statusCode, (await app.inject('/')).statusCode], [200, 200], 'both slots free')
 })
+
+t.test('two registrations gating through their contexts\' hooks: the outer decides first, and its error stops the inner', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  let inner!: AdmissionDecorator
+  // The child (its route declared before its own registration) is loaded before the root's.
+  void app.register(async (child) => {
+    child.get('/r', async () => 'ok')
+    await child.register(admission, limit(5))
+    inner = child.admission
+  })
+  void app.register(admission, {
+    ...limit(5),
+    key: (request) => {
+      if (request.headers['x-bad'] !== undefined) throw new Error('no key for this request')
+      return 'k'
+    }
+  })
+  await app.ready()
+  const failed = await app.inject({ url: '/r', headers: { 'x-bad': '1' } })
+  t.equal(failed.statusCode, 500, 'the outer registration\'s key threw: Fastify answers 500')
+  t.equal(inner.stats().admitted, 0, 'the inner registration never decided on it')
+  t.equal((await app.inject('/r')).statusCode, 200)
+  t.match(app.admission.stats(), { admitted: 1 })
+  t.match(inner.stats(), { admitted: 1, inFlight: 0 })
+})

@@ -50,14 +50,16 @@ export class Outcomes {
 
   /** The request goes on (it holds its permit until its work ends). */
   readonly admitted = (permit: Permit): void => {
-    this.count(permit, 'admitted')
+    this.context.global.admitted++
+    permit.gate.counters.admitted++
     if (decisions.hasSubscribers) publishDecision(this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, permit.key, permit.backendFailed)
     permit.done()
   }
 
   /** The allow list let the client past the quota. */
   readonly allowed = (permit: Permit): void => {
-    this.count(permit, 'allowed')
+    this.context.global.allowed++
+    permit.gate.counters.allowed++
     this.admitted(permit)
   }
 
@@ -65,12 +67,15 @@ export class Outcomes {
   limited (permit: Permit, next: Step): void {
     const retryAfterMs = permit.retryAfterMs
     if (!this.enforce) {
-      this.would(permit, 'wouldLimit', retrySeconds(retryAfterMs))
+      this.context.global.wouldLimit++
+      permit.gate.counters.wouldLimit++
+      this.wouldHave(permit, 'limited', retrySeconds(retryAfterMs))
       next(permit)
       return
     }
     permit.refused()
-    this.count(permit, 'limited')
+    this.context.global.limited++
+    permit.gate.counters.limited++
     if (this.context.onLimit !== undefined) this.context.onLimit(permit.request, retryAfterMs)
     this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false)
   }
@@ -81,14 +86,17 @@ export class Outcomes {
       this.shed(permit, this.context.slots.retryAfter)
       return
     }
-    this.would(permit, 'wouldShed', 1)
+    this.context.global.wouldShed++
+    permit.gate.counters.wouldShed++
+    this.wouldHave(permit, 'shed', 1)
     next(permit)
   }
 
   /** A 503 for a full gate, or for pressure (its own `Retry-After` and message). */
   shed (permit: Permit, seconds: number, message: string = MESSAGES.shed): void {
     permit.refused()
-    this.count(permit, 'shed')
+    this.context.global.shed++
+    permit.gate.counters.shed++
     if (this.context.onShed !== undefined) this.context.onShed(permit.request)
     this.answer(permit, 503, seconds, 'shed', false, message)
   }
@@ -100,7 +108,8 @@ export class Outcomes {
    */
   unavailable (permit: Permit, error: unknown, retryAfterMs: number | undefined, admit: Step): void {
     const gate = permit.gate
-    this.count(permit, 'unavailable')
+    this.context.global.unavailable++
+    gate.counters.unavailable++
     if (!gate.failing) {
       gate.failing = true
       this.context.log.error({
@@ -120,14 +129,8 @@ export class Outcomes {
     this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true)
   }
 
-  private count (permit: Permit, outcome: keyof GateCounters): void {
-    this.context.global[outcome]++
-    permit.gate.counters[outcome]++
-  }
-
-  private would (permit: Permit, outcome: 'wouldLimit' | 'wouldShed', seconds: number): void {
-    this.count(permit, outcome)
-    permit.request.log.info({ route: permit.gate.name, reason: outcome === 'wouldLimit' ? 'limited' : 'shed', retryAfterSeconds: seconds }, 'fastify-admission: would have refused this request (enforce: false)')
+  private wouldHave (permit: Permit, reason: 'limited' | 'shed', seconds: number): void {
+    permit.request.log.info({ route: permit.gate.name, reason, retryAfterSeconds: seconds }, 'fastify-admission: would have refused this request (enforce: false)')
   }
 
   private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string = MESSAGES[reason]): void {
