@@ -195,3 +195,110 @@ for (const kind of BACKENDS) {
     t.equal(full.headers['retry-after'], '60')
   })
 }
+
+/**
+ * A custom backend whose stacks decide by promise, over memory's (as a remote backend does: no
+ * synchronous decisions); its checks reject while `down.now` is true.
+ */
+function byPromise (clock: () => number, down: { now: boolean } = { now: false }): RatesBackend {
+  const inner = memoryBackend({ clock })
+  return {
+    kind: 'by-promise',
+    limiter: (address, policy) => inner.limiter(address, policy),
+    stop: async () => { await inner.stop() },
+    stack: (address, policies) => {
+      const stack = inner.stack!(address, policies)
+      return {
+        policies,
+        consume: (identity, cost) => stack.consume(identity, cost),
+        check: async (identity, cost) => {
+          if (down.now) throw new Error('the store is down')
+          return stack.check(identity, cost)
+        },
+        state: (identity) => stack.state(identity),
+        delete: (identity) => stack.delete(identity)
+      }
+    }
+  }
+}
+
+const BURST_KINDS = [...BACKENDS, { name: 'custom backend deciding by promise', skip: false as const, make: (_t: Test, clock: () => number) => byPromise(clock) }]
+const FIVE = { algorithm: 'fixed-window', limit: 5, windowMs: 15 * 60_000 } as const
+
+/** A login route whose password check waits for `open()`; how many attempts reached it. */
+async function heldLogin (t: Test, backend: RatesBackend): Promise<{ app: FastifyInstance, checked: () => number, open: () => void, close: () => void }> {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { backend, rateLimit: false })
+  let checked = 0
+  let open!: () => void
+  let gate = Promise.resolve()
+  app.post('/login', { config: { admission: { rateLimit: FIVE, count: 'failures' } } }, async (request, reply) => {
+    checked++
+    await gate
+    return (request.body as { password: string }).password === 'secret' ? 'yes' : reply.code(401).send('no')
+  })
+  return {
+    app,
+    checked: () => checked,
+    open: () => { open() },
+    close: () => { checked = 0; gate = new Promise<void>((resolve) => { open = resolve }) }
+  }
+}
+
+/** `n` guesses sent at once; resolves once each has reached the password check or been answered without it. */
+async function burst (held: Awaited<ReturnType<typeof heldLogin>>, n: number, password: string): Promise<{ answers: Promise<Array<{ status: number, retry: unknown }>>, refused: number }> {
+  let answered = 0
+  const answers = Promise.all(Array.from({ length: n }, async () => {
+    const r = await held.app.inject({ method: 'POST', url: '/login', payload: { password } })
+    answered++
+    return { status: r.statusCode, retry: r.headers['retry-after'] }
+  }))
+  // A wait for an event (every guess either at the check or answered), not a bound.
+  while (held.checked() + answered < n) await new Promise((resolve) => setImmediate(resolve))
+  return { answers, refused: answered }
+}
+
+for (const kind of BURST_KINDS) {
+  t.test(`${kind.name}: 50 parallel guesses against a quota of 5 — 5 reach the password check, 45 are refused before it`, { skip: kind.skip }, async (t) => {
+    const clock = manualClock(1_700_000_100_000)
+    const held = await heldLogin(t, kind.make(t, clock.now))
+    held.close()
+    const wrong = await burst(held, 50, 'wrong')
+    t.equal(held.checked(), 5, 'as many guesses reach the password check as the quota holds')
+    t.equal(wrong.refused, 45)
+    held.open()
+    const answers = await wrong.answers
+    t.same(answers.filter((a) => a.status === 401).length, 5, 'the five guesses failed')
+    t.same(answers.filter((a) => a.status === 429).map((a) => a.retry), Array(45).fill('1'), 'the others: refused until an attempt ends')
+    await settle()
+    // (`t=` is reckoned on the host's clock, which only the Redis kind sets to the test's.)
+    t.match(await login(held.app, 'secret'), { status: 429, retry: '900', limit: /^"default";r=0;/ }, 'five failures fill the quota: the honest wait')
+  })
+
+  t.test(`${kind.name}: refused attempts leave nothing in flight — a second burst is let through as far as the first`, { skip: kind.skip }, async (t) => {
+    const clock = manualClock(1_700_000_100_000)
+    const held = await heldLogin(t, kind.make(t, clock.now))
+    for (let round = 1; round <= 2; round++) {
+      held.close()
+      const right = await burst(held, 50, 'secret')
+      t.equal(held.checked(), 5, `round ${round}: five reach the check`)
+      held.open()
+      t.same((await right.answers).map((a) => a.status).sort(), [...Array(5).fill(200), ...Array(45).fill(429)], `round ${round}: five succeed, nothing taken`)
+    }
+  })
+}
+
+t.test('custom backend deciding by promise: checks that fail leave nothing in flight', async (t) => {
+  const down = { now: true }
+  const held = await heldLogin(t, byPromise(manualClock().now, down))
+  held.close()
+  const failed = await burst(held, 50, 'wrong')
+  t.equal(held.checked(), 0, 'no check could be made: none reaches the password check (onBackendError: deny)')
+  t.same((await failed.answers).map((a) => a.status), Array(50).fill(503))
+  down.now = false
+  const wrong = await burst(held, 50, 'wrong')
+  t.equal(held.checked(), 5, 'the backend back: five reach the check, as on a fresh quota')
+  held.open()
+  t.equal((await wrong.answers).filter((a) => a.status === 401).length, 5)
+})

@@ -35,6 +35,10 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- sliding-window-counter "start previous current", gcra "tat". A key whose fingerprint differs
 -- from ARGV[1] is never reset or rewritten: the script answers with a conflict (and gives the key
 -- the caller's recovery time as its TTL if it has none: no backend leaves a key without one).
+-- A key that holds no string at all (a hash, a list … another program wrote: GET answers
+-- WRONGTYPE) has no fingerprint to stand for: it is a state not trusted (see below), decided as
+-- the worst one and stored so (SET replaces a key of any type) — not an error on every call, which
+-- no TTL would ever end.
 --
 -- Validation (stored-state.ts is the TypeScript twin): a state with our fingerprint is read only
 -- if every field is a canonical decimal integer ('0' or no leading zero, at most 16 digits), the
@@ -147,11 +151,18 @@ else
 end
 
 -- The stored state, checked against the caller's policy (see Validation above).
-local stored = redis.call('GET', key)
+-- pcall: a key of another type fails GET with WRONGTYPE, read as a state not trusted (the
+-- header's Stored value, in decide-script.ts); any other error (an ACL that forbids GET) stays
+-- the script's answer.
+local stored = redis.pcall('GET', key)
 local fresh = true
 local worst = false
 local n1, n2, n3
-if stored then
+if type(stored) == 'table' then
+  if string.find(stored.err, 'WRONGTYPE', 1, true) ~= 1 then return stored end
+  fresh = false
+  worst = true
+elseif stored then
   -- The stored fingerprint is the value's leading run of non-spaces (%S: not C's isspace(), the
   -- bytes 32 and 9 to 13). Lua patterns cost about 10 ns a byte here, a plain find a few ns in
   -- all, so the usual case is read without a pattern over the fingerprint: a value that starts

@@ -39,9 +39,11 @@ const PARSE = section(DECIDE_LUA, 'local algorithm, limitText', 'if deadline the
 const NUMBERS = section(DECIDE_LUA, 'local limit = tonumber(limitText)', 'local now\n')
 const NOW = section(DECIDE_LUA, 'local now\n', '-- arithmetic.ts')
 const HELPERS = section(DECIDE_LUA, '-- arithmetic.ts', '-- Each algorithm: fields')
-// A conflict names the policy too: which key holds another one.
+// A conflict names the policy too: which key holds another one. It is answered once every key has
+// been seen (each leaves with a TTL, whatever it holds): the first one is kept, and the loop goes
+// on to the next key (`break` leaves the `repeat … until true` around one key's lines).
 const ONE_KEY = swapOnce(section(DECIDE_LUA, '-- Each algorithm: fields', '-- Expires when fully recovered'),
-  '    return { 1, storedFingerprint }\n', '    return { 1, storedFingerprint, i }\n')
+  '    return { 1, storedFingerprint }\n', '    conflict = conflict or { 1, storedFingerprint, i }\n    break\n')
 const WRITE = section(DECIDE_LUA, '-- Expires when fully recovered', 'if allowed then\n')
 
 export const DECIDE_STACK_LUA = `-- fastify-admission: one decision over a stack of policies, all or nothing, atomically.
@@ -62,16 +64,22 @@ export const DECIDE_STACK_LUA = `-- fastify-admission: one decision over a stack
 --   recovery), as the single-key script stores it;
 -- - otherwise nothing is consumed under any policy (no unit wasted on a request that was
 --   refused): each key is left as it is, and only a missing TTL is set, to its state's recovery.
---   The one exception is a stored value the script does not trust: it is replaced by the worst
---   legitimate state it was decided as, exactly as the single-key script does — that state
---   refuses every cost, so it takes nothing, and it bounds the lock by the policy's recovery time.
+--   The one exception is a stored value the script does not trust (a key of another type among
+--   them): it is replaced by the worst legitimate state it was decided as, exactly as the
+--   single-key script does — that state refuses every cost, so it takes nothing, and it bounds
+--   the lock by the policy's recovery time.
+-- - a key holding another policy (a conflict) is left as it is, with the caller's recovery time
+--   as its TTL if it has none; the other keys are still read and left as a refusal leaves them,
+--   so that every key the script was given has a TTL afterwards, whatever it found; the first
+--   conflict is the answer.
 --
 -- Reply, integers only:
 --   {0, allowed (1|0), now, then for each policy: allowed (1|0), remaining, retryAfterMs, resetAt}
 --       When nothing was stored (a refusal or a check), a policy that had room answers for its
 --       state as it stands: its remaining + the cost, and the stored state's recovery (now at the
 --       earliest; now for a missing key); a policy that refused answers with its refusal.
---   {1, stored fingerprint, i}   KEYS[i] holds another policy: nothing written (but a missing TTL)
+--   {1, stored fingerprint, i}   KEYS[i] holds another policy (the first such key): nothing
+--                                consumed; each key left as a refusal leaves it
 --   {3, now}                     past the deadline: nothing done
 
 local n = #KEYS
@@ -85,10 +93,12 @@ if n == 0 or not cost or not (dry or ARGV[2] == '0') or #ARGV < n + 2 or #ARGV >
   return redis.error_reply('fastify-admission: bad arguments')
 end
 
-${NOW}${HELPERS}-- Each policy decided on its stored state; the outcomes wait until every one is known.
+${NOW}${HELPERS}-- Each policy decided on its stored state; the outcomes wait until every one is known. A key
+-- of another policy has no decision (decided[i] stays nil): the first such is \`conflict\`.
 local decided = {}
 local all = true
-for i = 1, n do
+local conflict
+for i = 1, n do repeat
 local key = KEYS[i]
 local fingerprint = ARGV[2 + i]
 ${PARSE}if not algorithm then
@@ -118,13 +128,13 @@ if not allowed then all = false end
 decided[i] = { key = key, fingerprint = fingerprint, fields = fields, fresh = fresh, worst = worst,
   n1 = n1, n2 = n2, n3 = n3, s1 = s1, s2 = s2, s3 = s3, recoversAt = recoversAt, standing = standing,
   allowed = allowed, remaining = remaining, retryAfterMs = retryAfterMs, resetAt = resetAt }
-end
+until true end
 
--- All or nothing. A missing key that stores nothing stays missing.
-local store = all and not dry
+-- All or nothing (a conflict stores nothing). A missing key that stores nothing stays missing.
+local store = all and not dry and not conflict
 for i = 1, n do
 local d = decided[i]
-if store or not d.fresh then
+if d and (store or not d.fresh) then
 local key, fingerprint, fields, fresh, worst = d.key, d.fingerprint, d.fields, d.fresh, d.worst
 local s1, s2, s3 = d.s1, d.s2, d.s3
 local n1, n2, n3, recoversAt = d.n1, d.n2, d.n3, d.recoversAt
@@ -134,6 +144,7 @@ if not store and not worst then
 end
 ${WRITE}end
 end
+if conflict then return conflict end
 
 local reply = { 0, 0, now }
 if all then reply[2] = 1 end

@@ -71,7 +71,8 @@ const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache'], ex
  * refused as past its deadline (it consumed nothing), or a reply the backend does not understand
  * rejects with `RatesUnavailableError`; a key written under another policy rejects with
  * `RatesPolicyConflictError` and is left as it is. A stored state of this policy that fails the
- * script's validation is decided as the worst legitimate state (`stored-state.ts`).
+ * script's validation is decided as the worst legitimate state (`stored-state.ts`), and so is a key
+ * that holds no string (a hash, a list …): both are overwritten with that state and its TTL.
  */
 export class RedisBackend implements RatesBackend, QuotaBackend {
   readonly kind = 'redis'

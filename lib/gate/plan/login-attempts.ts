@@ -35,11 +35,14 @@ export function failedOption (path: string, value: unknown, count: CountMode): F
  * Login throttling (`count: 'failures'`): a request is admitted while its client's quota has room
  * for it — a check that takes nothing — and a failed response takes `cost` from the quota, when it
  * is sent. A decision once made stays made: an admitted request is never refused later and a
- * failure is never refunded. Attempts still in flight count as failures to come (the quota's
- * `pending`, by the key the check used), so parallel attempts cannot outnumber the quota. Counted
- * in `onSend`, which runs for every response the route sends (errors too, and after the client
- * went away); an attempt also ends with its permit, whichever comes first, so that an attempt
- * whose reply is never sent (hijacked, its client gone) stops counting.
+ * failure is never refunded. Attempts in flight count as failures to come (the quota's `pending`,
+ * by the key the check used), from the moment the check is sent: a check answered by promise
+ * (Redis) is still on its way while the next ones are sent, and each must see the others, or a
+ * burst sent at once would pass as a whole. An attempt ends when its response is sent (`onSend`,
+ * which runs for every response the route sends, errors too, and after the client went away), or
+ * with its permit, whichever comes first: a refused or failed check ends the permit (the refusal),
+ * so it stops counting at once; an attempt whose reply is never sent (hijacked, its client gone)
+ * stops counting when its permit ends.
  */
 export class FailureCount {
   /** Attempts admitted and not yet answered (each permit's key is the one its check used). */
@@ -59,7 +62,10 @@ export class FailureCount {
     this.route = route
   }
 
-  /** The plan's step: the request passed the check for its key; in flight until its response says whether it failed. */
+  /**
+   * The plan's step, just before the quota's check (`next`): the attempt is in flight from now,
+   * until its response says whether it failed, or its permit ends (a refusal among the ways).
+   */
   step (next: Step): Step {
     return (permit) => {
       this.attempts.add(permit)

@@ -75,12 +75,14 @@ export class Planner {
     const parts = this.parts
     const outcomes = new Outcomes(parts.outcomes, spec.enforce, this.style(spec.errorResponseBuilder))
     const admitted: Step = outcomes.admitted
-    const afterVerdict = spec.failures === undefined ? admitted : spec.failures.step(admitted)
     const gate = spec.gate
-    let rate: Step = gate.limiter === undefined ? afterVerdict : this.quota(gate, outcomes, afterVerdict)
+    const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted)
+    // Login throttling (never with tiers): the attempt counts from the moment its check is sent,
+    // not when the answer comes back, so that a burst of checks on their way sees one another.
+    let rate = spec.failures === undefined ? checked : spec.failures.step(checked)
     if (gate.limiter !== undefined && spec.tiers !== undefined) {
       const tiers = new Map<string, Tier>()
-      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, afterVerdict) })
+      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, admitted) })
       rate = tierStep(spec.tiers.tier, tiers)
     }
     const allows = spec.allowList

@@ -11,9 +11,10 @@ import type { NamedPolicy } from '../options/limits.js'
  *
  * `dry` (login throttling, `count: 'failures'`): the request's decision only checks for room and
  * stores nothing; `record()` consumes, once the response shows a failure. The client's attempts
- * still in flight count as failures to come (`pending`): a check asks room for them too, so that
- * parallel attempts cannot outnumber the quota; more in flight than the quota holds is refused
- * whatever the quota has (`Retry-After` at least 1 s: until an attempt ends).
+ * in flight count as failures to come (`pending`), the one being checked among them (it is
+ * counted before its check is sent, `FailureCount.step`): a check asks room for all of them, so
+ * that parallel attempts cannot outnumber the quota; more in flight than the quota holds is
+ * refused whatever the quota has (`Retry-After` at least 1 s: until an attempt ends).
  */
 export class StackedQuota implements BackendLimiter, Verdicts {
   /** The first policy: what the logs name (`describePolicy`) when the backend fails. */
@@ -28,7 +29,7 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   /** Each policy's start of its `RateLimit` item (`"<name>";r=`), made once. */
   readonly starts: readonly string[]
   private readonly dry: boolean
-  /** Login throttling: units of each client's attempts in flight (kept by `FailureCount`). */
+  /** Login throttling: units of each client's attempts in flight, checks on their way included (kept by `FailureCount`). */
   readonly pending = new Map<string, number>()
   /** The least capacity of the policies: more pending than this is refused here. */
   private readonly capacity: number
@@ -51,7 +52,7 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   decide (identity: string, cost: number): Verdict {
     const sync = this.sync!
     if (!this.dry) return sync.decide(identity, cost)
-    const need = cost + (this.pending.get(identity) ?? 0)
+    const need = this.pending.get(identity)!
     this.crowded = need > this.capacity
     if (!this.crowded) return sync.checkNow(identity, need)
     // Refused here whatever the quota holds; the check gives the headers the quota as it stands.
@@ -65,7 +66,7 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   // BackendLimiter, over the stack's.
   consume (identity: string, cost: number): Promise<RateDecision> {
     if (!this.dry) return this.stack.consume(identity, cost)
-    const need = cost + (this.pending.get(identity) ?? 0)
+    const need = this.pending.get(identity)!
     if (need <= this.capacity) return this.stack.check(identity, need)
     return this.stack.check(identity, cost).then((d) => ({ ...d, allowed: false, denied: true, retryAfterMs: Math.max(1000, (d as { retryAfterMs?: number }).retryAfterMs ?? 0) }))
   }

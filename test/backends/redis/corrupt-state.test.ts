@@ -2,16 +2,20 @@
 // its TypeScript twin (stored-state.ts) for any string a key may hold — random policies, random
 // stored values (huge, negative, fractional, NaN-ish, future, wrong field counts, stray
 // whitespace) — every reply field and the value stored afterwards; then, on the server clock, the
-// TTL every path that reads a key leaves behind. Against the shared Redis, under unique prefixes.
+// TTL every path that reads a key leaves behind; keys of the wrong type (a hash, a list …), read as
+// a state not trusted, by the script and through the gate. Against the shared Redis, under unique
+// prefixes; the one test that needs an ACL on a redis-server of its own.
 import assert from 'node:assert/strict'
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
+import Fastify from 'fastify'
+import admission from '../../../lib/index.js'
 import { kernelOf, type Algorithm, type Policy } from '../../../lib/core/rates/index.js'
 import { capacityOf, normalizePolicy, policyFingerprint } from '../../../lib/rates/policy.js'
 import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
 import { readStored, recoveryMs, validFields, worstState } from '../../../lib/backends/redis/stored-state.js'
-import { deleteKeys, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
+import { deleteKeys, keysUnder, redisServerMissing, serverNow, sharedRedis, startPrivateServer, uniquePrefix } from './helpers.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 const SLOW = 10_000
@@ -19,6 +23,7 @@ const hasBurst = (algorithm: Algorithm): boolean => algorithm === 'token-bucket'
 
 // Awaited before any test starts: a top-level await after a test would race the end of the file.
 const shared = await sharedRedis()
+const noServer = await redisServerMissing()
 const skip = 'skip' in shared ? shared.skip : false
 const redis = 'redis' in shared ? shared.redis : (undefined as never)
 if (!skip) t.teardown(() => redis.quit())
@@ -258,5 +263,83 @@ t.test('every path that reads a key leaves it with a TTL', { skip }, async (t) =
     await redis.set(key, value)
     await redis.evalsha(DECIDE_SHA, 1, key, fp, '1', String(now)).catch(() => undefined)
     t.equal(await redis.pttl(key), -1, `${identity}: no TTL with a test time`)
+  }
+})
+
+t.test('a key of the wrong type is corrupt state: decided as the worst legitimate state, rewritten with its TTL', { skip }, async (t) => {
+  const prefix = withPrefix(t, 'type')
+  const W = 60_000
+  const fixed: Policy = { algorithm: 'fixed-window', limit: 2, windowMs: W }
+  const limiter = redisBackend({ client: redis, prefix, denyCache: false, timeoutMs: SLOW }).limiter('app#t', fixed)
+  const fp = policyFingerprint(fixed)
+  const writes: Array<[string, (key: string) => Promise<unknown>]> = [
+    ['a hash', (key) => redis.hset(key, 'p', fp)],
+    ['a list', (key) => redis.rpush(key, fp)],
+    ['a set', (key) => redis.sadd(key, fp)],
+    ['a sorted set', (key) => redis.zadd(key, 1, fp)],
+    ['a stream', (key) => redis.xadd(key, '*', 'p', fp)]
+  ]
+  for (const [i, [what, write]] of writes.entries()) {
+    const key = limiter.keyOf(`s${i}`)
+    await write(key)
+    t.equal(await redis.pttl(key), -1, `${what}, without a TTL`)
+    t.match(await limiter.consume(`s${i}`, 1), { allowed: false, remaining: 0 }, `${what}: refused as a full window`)
+    t.match(await redis.get(key), new RegExp(`^${fp} \\d+ 2$`), `${what}: rewritten as the worst state`)
+    const ttl = await redis.pttl(key)
+    t.ok(ttl > 0 && ttl <= W, `${what}: PTTL ${ttl} <= ${W}`)
+  }
+  // With the test time argument: rewritten, without a TTL (test times do not follow the server's).
+  const key = limiter.keyOf('stest')
+  await redis.hset(key, 'p', fp)
+  t.same(await redis.evalsha(DECIDE_SHA, 1, key, fp, '1', '1800000000500'), [0, 0, 0, 59_500, 1_800_000_060_000, 1_800_000_000_500, 1_800_000_000_000, 2])
+  t.equal(await redis.get(key), `${fp} 1800000000000 2`)
+  t.equal(await redis.pttl(key), -1)
+})
+
+t.test('any other error of GET (an ACL that forbids it) stays an error: nothing is rewritten', { skip: noServer }, async (t) => {
+  const server = await startPrivateServer()
+  t.teardown(server.stop)
+  const admin = server.admin
+  const fixed: Policy = { algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }
+  const backend = redisBackend({ client: admin, denyCache: false, timeoutMs: SLOW })
+  const limiter = backend.limiter('app#acl', fixed)
+  const stack = backend.stack('app#acls', [fixed, fixed])
+  const keys = [limiter.keyOf('su'), ...stack.keysOf('su')]
+  for (const key of keys) await admin.set(key, `${policyFingerprint(fixed)} 0 2`)
+  await admin.call('ACL', 'SETUSER', 'noget', 'on', 'nopass', '+@all', '-get', '~*')
+  await admin.call('AUTH', 'noget', 'any')
+  await t.rejects(limiter.consume('su', 1), { code: 'RATES_UNAVAILABLE', message: /Redis failed: .*can't run this command/ })
+  await t.rejects(stack.consume('su', 1), { code: 'RATES_UNAVAILABLE', message: /Redis failed: .*can't run this command/ })
+  await admin.call('AUTH', 'default', 'any')
+  t.same(await admin.mget(...keys), keys.map(() => `${policyFingerprint(fixed)} 0 2`), 'every key as it was')
+})
+
+t.test('through the gate: keys of the wrong type are answered 429 with the wait of the worst state, never 503', { skip }, async (t) => {
+  const prefix = withPrefix(t, 'gate-type')
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { backend: redisBackend({ client: redis, prefix, denyCache: false, timeoutMs: SLOW }), rateLimit: false })
+  const hour = { algorithm: 'fixed-window', limit: 2, windowMs: 3_600_000 } as const
+  app.get('/one', { config: { admission: { rateLimit: hour } } }, async () => 'ok')
+  app.get('/stack', { config: { admission: { rateLimit: [hour, { algorithm: 'token-bucket', limit: 10, windowMs: 60_000 }] } } }, async () => 'ok')
+  for (const [url, count] of [['/one', 1], ['/stack', 2]] as const) {
+    const before = await keysUnder(redis, prefix)
+    t.equal((await app.inject(url)).statusCode, 200)
+    const keys = (await keysUnder(redis, prefix)).filter((key) => !before.includes(key))
+    t.equal(keys.length, count, `${url}: its keys`)
+    for (const key of keys) {
+      await redis.del(key)
+      await redis.hset(key, 'x', '1')
+    }
+    for (let i = 0; i < 2; i++) {
+      const refused = await app.inject(url)
+      t.equal(refused.statusCode, 429, `${url}: refused as the worst state allows, not unavailable`)
+      const wait = Number(refused.headers['retry-after'])
+      t.ok(wait >= 1 && wait <= 3600, `${url}: Retry-After ${wait}, within the hour's window`)
+    }
+    for (const key of keys) {
+      t.equal(await redis.type(key), 'string', `${key}: rewritten`)
+      t.ok(await redis.pttl(key) > 0, `${key}: with a TTL`)
+    }
   }
 })

@@ -15,8 +15,12 @@ import { RedisBackend, redisBackend, testingRedisBackend } from '../../../lib/ba
 import { checkedState } from '../../../lib/backends/redis/stored-state.js'
 import { counting, deleteKeys, keysUnder, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
 
-/** The script's SHA-1. Changing the Lua changes it: update it here, deliberately. */
-const PINNED_SHA = 'cc1e669701c8b5a17a2765e0b51b29a90064970e'
+/**
+ * The script's SHA-1. Changing the Lua changes it: update it here, deliberately. Last changed
+ * when a key of the wrong type became a state not trusted (GET by pcall: decided as the worst
+ * state and rewritten, where it failed every call and never got a TTL).
+ */
+const PINNED_SHA = '4b30d4a2813d60d8393c6b297f499c29d42d8c92'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 // Timeouts are tested with a private server (faults.test.ts); here a busy machine must not fail a test.
@@ -183,24 +187,18 @@ t.test('a key written under one policy, consumed under another: conflict, state 
   t.ok((await b.limiter('app#send', second).consume('su2', 1)).allowed)
 })
 
-t.test('a key holding something else: RATES_UNAVAILABLE, never a reset', { skip }, async (t) => {
+// (A key of another type, a hash or a list, is a state not trusted: corrupt-state.test.ts.)
+t.test('a key holding a string this backend did not write: RATES_UNAVAILABLE, never a reset', { skip }, async (t) => {
   const prefix = withPrefix(t, 'foreign')
   const policy: Policy = { algorithm: 'gcra', limit: 10, windowMs: 1000, burst: 10 }
   const limiter = redisBackend({ client: redis, prefix, denyCache: false, timeoutMs: SLOW }).limiter('app#x', policy)
-  const cases: Array<[string, string | null, RegExp]> = [
-    ['sstring', 'hello world', /holds a value this backend did not write/],
-    ['sempty', '', /holds a value this backend did not write/],
-    ['shash', null, /Redis failed: WRONGTYPE/]
-  ]
-  for (const [identity, value, message] of cases) {
+  for (const [identity, value] of [['sstring', 'hello world'], ['sempty', '']] as const) {
     const key = `${prefix}{app#x:${identity}}`
-    if (value === null) await redis.hset(key, 'p', 'gcra:10:1000:10')
-    else await redis.set(key, value)
+    await redis.set(key, value)
     const error = await limiter.consume(identity, 1).catch((e: unknown) => e)
     t.ok(error instanceof RatesUnavailableError, identity)
-    t.match((error as Error).message, message, identity)
-    if (value === null) t.same(await redis.hgetall(key), { p: 'gcra:10:1000:10' })
-    else t.equal(await redis.get(key), value, `${identity} left as it was`)
+    t.match((error as Error).message, /holds a value this backend did not write/, identity)
+    t.equal(await redis.get(key), value, `${identity} left as it was`)
   }
 })
 

@@ -1,10 +1,11 @@
 // The stack script against the shared Redis (under unique prefixes, keys deleted afterwards): the
 // differential test against the memory backend's stack (random stacks of one to three policies of
 // all four algorithms, consumes and checks, refusals), all or nothing read back from the keys,
-// TTLs, conflicts, corrupt states, the deadline and the arguments; the key layout's one hash slot
-// (computed, and on a cluster-enabled private redis-server of our own: CLUSTER KEYSLOT, and no
-// CROSSSLOT from it, with ioredis and node-redis); decisions that timed out during a CLIENT PAUSE
-// of a private server consumed nothing.
+// TTLs, conflicts (keys swapped between policies too), corrupt states and keys of the wrong type,
+// the deadline and the arguments; the key layout's one hash slot (computed, and on a
+// cluster-enabled private redis-server of our own: CLUSTER KEYSLOT, and no CROSSSLOT from it, with
+// ioredis and node-redis); decisions that timed out during a CLIENT PAUSE of a private server
+// consumed nothing.
 import assert from 'node:assert/strict'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
@@ -335,9 +336,11 @@ t.test('a key of the stack under another policy: conflict, and nothing written u
   await redis.set(keys[1]!, 'hello world')
   t.match(await a.consume('su', 1).catch((e: unknown) => e), { code: 'RATES_UNAVAILABLE', message: /the key ".*\/1" holds a value this backend did not write/ })
   t.equal(await redis.get(keys[1]!), 'hello world')
+  // Beside it, a key of the wrong type: corrupt state (see below), not what is answered.
   await redis.hset(keys[0]!, 'x', '1')
-  t.match(await a.consume('su', 1).catch((e: unknown) => e), { code: 'RATES_UNAVAILABLE', message: /WRONGTYPE/ })
-  t.match(await a.state('su').catch((e: unknown) => e), { code: 'RATES_UNAVAILABLE', message: /WRONGTYPE/ })
+  t.match(await a.consume('su', 1).catch((e: unknown) => e), { code: 'RATES_UNAVAILABLE', message: /the key ".*\/1" holds a value this backend did not write/ })
+  t.equal(await redis.get(keys[1]!), 'hello world')
+  t.match(await a.state('su').catch((e: unknown) => e), { code: 'RATES_UNAVAILABLE', message: /the key ".*\/1" holds a value this backend did not write/ })
 })
 
 t.test('a corrupt state is decided as the worst legitimate one, stored so (refusal or check); the others untouched', { skip }, async (t) => {
@@ -358,6 +361,62 @@ t.test('a corrupt state is decided as the worst legitimate one, stored so (refus
   await redis.set(keys[0]!, `fixed-window:2:${W} 99999999999999999 0`)
   t.match(await stack.check('su', 1), { allowed: false })
   t.equal(await redis.get(keys[0]!), `fixed-window:2:${W} ${start} 2`, 'a check replaces it too (that takes nothing)')
+})
+
+t.test('a key of the wrong type in a stack is corrupt state: decided as the worst legitimate state, rewritten with its TTL', { skip }, async (t) => {
+  const prefix = withPrefix(t, 'stack-type')
+  const stack = redisBackend({ client: redis, prefix, timeoutMs: SLOW }).stack('app#t', [twice, bucket])
+  // At /0, a hash without a TTL, /1 missing.
+  const [a0, a1] = stack.keysOf('sa') as [string, string]
+  await redis.hset(a0, 'x', '1')
+  const refused = await stack.consume('sa', 1)
+  const now = await serverNow(redis)
+  const start = Math.floor(now / W) * W
+  t.match(refused, { allowed: false, policies: [{ allowed: false, remaining: 0 }, { allowed: true, remaining: 5 }] }, 'refused as a full window; nothing taken from the bucket')
+  t.equal(await redis.get(a0), `fixed-window:2:${W} ${start} 2`, 'rewritten as the worst state: the window full')
+  const ttl = await redis.pttl(a0)
+  t.ok(ttl > 0 && ttl <= start + W - now + 50, `with its TTL, the window's end: ${ttl}`)
+  t.equal(await redis.exists(a1), 0, 'the bucket stays missing')
+  t.same(await stack.state('sa'), [{ start, count: 2 }, undefined])
+
+  // At /1, a list without a TTL, /0 a state of its own; a check replaces it too (that takes nothing).
+  const [b0, b1] = stack.keysOf('sb') as [string, string]
+  await stack.consume('sb', 1)
+  const window = await snapshot([b0])
+  await redis.del(b1)
+  await redis.rpush(b1, 'x')
+  t.match(await stack.check('sb', 1), { allowed: false, policies: [{ allowed: true, remaining: 1 }, { allowed: false, remaining: 0 }] }, 'refused as an empty bucket')
+  t.match(await redis.get(b1), /^token-bucket:10:60000:5 0 \d+$/, 'rewritten as the worst state: the bucket empty')
+  const bucketTtl = await redis.pttl(b1)
+  t.ok(bucketTtl > 0 && bucketTtl <= recoveryMs(bucket), `with its TTL, the bucket's recovery: ${bucketTtl}`)
+  t.same(await snapshot([b0]), window, 'the window: untouched')
+})
+
+t.test('keys swapped between the policies: a conflict, and every key of the stack is left with a TTL', { skip }, async (t) => {
+  const prefix = withPrefix(t, 'stack-swap')
+  const stack = redisBackend({ client: redis, prefix, timeoutMs: SLOW }).stack('app#w', [twice, bucket])
+  const [k0, k1] = stack.keysOf('su') as [string, string]
+  await stack.consume('su', 1)
+  const [v0, v1] = await redis.mget(k0, k1) as [string, string]
+  // Each holds the other's policy, without a TTL.
+  await redis.set(k0, v1)
+  await redis.set(k1, v0)
+  for (const decide of [() => stack.consume('su', 1), () => stack.check('su', 1)]) {
+    await redis.persist(k0)
+    await redis.persist(k1)
+    t.match(await decide().catch((e: unknown) => e), { code: 'RATES_POLICY_CONFLICT', existing: bucket, requested: twice })
+    t.same(await redis.mget(k0, k1), [v1, v0], 'neither value rewritten')
+    const [ttl0, ttl1] = [await redis.pttl(k0), await redis.pttl(k1)]
+    t.ok(ttl0 > 0 && ttl0 <= recoveryMs(twice), `/0: the caller's recovery for it, ${ttl0}`)
+    t.ok(ttl1 > 0 && ttl1 <= recoveryMs(bucket), `/1 too, though /0 conflicted first: ${ttl1}`)
+  }
+  // A conflict at /0 and a value of the wrong type at /1: the conflict is answered, /1 is
+  // rewritten as the worst state, as a refusal would leave it.
+  await redis.del(k1)
+  await redis.sadd(k1, 'x')
+  t.match(await stack.consume('su', 1).catch((e: unknown) => e), { code: 'RATES_POLICY_CONFLICT' })
+  t.match(await redis.get(k1), /^token-bucket:10:60000:5 0 \d+$/)
+  t.ok(await redis.pttl(k1) > 0)
 })
 
 // ---- the script's own arguments and deadline ------------------------------------------------------

@@ -262,7 +262,7 @@ t.test('the stack script is cut from the single-key script\'s own text', async (
   t.ok(DECIDE_STACK_LUA.includes(cut('-- arithmetic.ts', '-- Each algorithm: fields')), 'the helpers')
   t.ok(DECIDE_STACK_LUA.includes(cut('-- Expires when fully recovered', 'if allowed then\n')), 'the write')
   t.ok(DECIDE_STACK_LUA.includes(cut('-- The numbers of a trusted stored state', '-- Expires when fully recovered')), 'the algorithms')
-  t.ok(DECIDE_STACK_LUA.includes('    return { 1, storedFingerprint, i }\n'))
+  t.ok(DECIDE_STACK_LUA.includes('    conflict = conflict or { 1, storedFingerprint, i }\n    break\n'), 'a conflict is kept, and the next key read')
   t.notOk(DECIDE_STACK_LUA.includes('    return { 1, storedFingerprint }\n'))
   t.notOk(DECIDE_STACK_LUA.includes('KEYS[1]'), 'no single key')
   t.equal(section('a\nb\nc\nd\n', 'b', 'd'), 'b\nc\n')
