@@ -34,18 +34,18 @@ async function byAccount (t: Test, clock: () => number): Promise<FastifyInstance
   return app
 }
 
-/** The guide's remedy: per address (onRequest) and, inside, per account (preHandler, looser); the app and the inner context. */
+/** The guide's remedy: per address (onRequest) and, inside, per account (preHandler, looser); the app, and the inner context as `accounts`. */
 async function byAddressAndAccount (t: Test, clock: () => number): Promise<FastifyInstance & { accounts: FastifyInstance }> {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, { backend: memoryBackend({ clock }), rateLimit: { algorithm: 'fixed-window', limit: PER_ADDRESS, windowMs: WINDOW } })
   let inner: FastifyInstance | undefined
-  await app.register(async (accounts) => {
+  await app.register(async (accounts: FastifyInstance) => {
     await accounts.register(admission, { backend: memoryBackend({ clock }), rateLimit: { algorithm: 'fixed-window', limit: PER_ACCOUNT, windowMs: WINDOW }, key: account, hook: 'preHandler' })
     declareLogin(accounts)
     inner = accounts
   })
-  return Object.assign(app, { accounts: inner! })
+  return Object.assign(app as FastifyInstance, { accounts: inner! })
 }
 
 async function login (app: FastifyInstance, from: string, password: string, user = 'ann'): Promise<number> {
@@ -92,5 +92,5 @@ t.test('an enclosing registration without a rate limit refuses the route\'s coun
     await accounts.register(admission, { rateLimit: { algorithm: 'fixed-window', limit: PER_ACCOUNT, windowMs: WINDOW }, key: account, hook: 'preHandler' })
     declareLogin(accounts)
   })
-  await t.rejects(app.ready(), AdmissionOptionError)
+  await t.rejects(async () => { await app.ready() }, AdmissionOptionError)
 })
