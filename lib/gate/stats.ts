@@ -5,7 +5,12 @@ export { copyCounters, newCounters, type GateCounters } from '../metrics/counter
 export interface AdmissionStats extends GateCounters {
   /** The global in-flight limit now (the adaptive limit's current value), or `false` without one. */
   limit: number | false
-  /** Identities with live state in this process's memory backend, over all its limiters (0 on Redis). */
+  /**
+   * States the memory backend holds in this process, over all its limiters (0 on Redis): one per
+   * client and policy (a stack of two policies holds two), live or recovered — a recovered state
+   * stays held until its client comes back, its room is needed for a new client at `maxIdentities`
+   * (then every recovered one is dropped), or it is deleted. What the quotas' memory grows with.
+   */
   identities: number
   /** Counters per route, keyed `METHOD /url`; requests that matched no route count under `404`. */
   routes: Record<string, GateCounters>

@@ -95,7 +95,7 @@ export interface RatesBackend {
    * tiers with stacks or login throttling, which say so at registration.
    */
   stack? (address: string, policies: readonly Readonly<Policy>[]): StackLimiter
-  /** Identities with live state over all its limiters, when the backend keeps them in this process (memory). */
+  /** States held over all its limiters, recovered ones included until dropped, when the backend keeps them in this process (memory). */
   readonly identities?: number
   /** Ends the backend's part; afterwards its limiters reject with `RatesStoppedError`. */
   stop (): Promise<void>

@@ -89,12 +89,79 @@ t.test('stop() clears the timer, and a probe after it arms none', async (t) => {
   t.ok(g.permits.adaptive.probing)
 })
 
-t.test('a probe ended by samples clears its timer', async (t) => {
+t.test('a probe ended by samples: the timer then waits for idleness', async (t) => {
   const g = probing(t)
   while (g.permits.adaptive.probing) window(g, 10)
   const state = g.permits.adaptive
-  g.clock.now += 10_000
-  mock.timers.tick(10_000)
-  t.equal(g.permits.adaptive, state, 'no tick ran')
+  const idleMs = adaptiveLimitOptions().idleMs
+  g.clock.now += idleMs - 1
+  mock.timers.tick(idleMs - 1)
+  t.equal(g.permits.adaptive, state, 'idleMs - 1 after the last use: unchanged (a tick at the probe\'s old end changed nothing)')
+  g.global.inFlight = 0
+  g.clock.now += 1
+  mock.timers.tick(1)
+  t.equal(g.slots.limit, 10, 'idleMs after the last use, with nothing in flight: the initial limit')
+  t.equal(g.permits.adaptive.baseline, 0, 'the RTTs are learnt again')
+})
+
+// A flood of cheap answers: 0.1 ms each, two in flight, and one window in ten a busy turn of the
+// event loop (1 ms); three samples per window, 2 ms of clock apart, for `ms`.
+function cheap (g: ReturnType<typeof gate>, ms: number): void {
+  const end = g.clock.now + ms
+  for (let i = 0; g.clock.now < end; i++) {
+    g.global.inFlight = 2
+    for (let j = 0; j < WINDOW_MIN_SAMPLES; j++) {
+      g.clock.now += 2
+      g.permits.sample(i % 10 === 0 ? 1 : 0.1)
+    }
+  }
+}
+
+t.test('after a flood of cheap answers and 5 s idle, a burst meets the limit of a fresh gate', async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] })
+  t.teardown(() => { mock.timers.reset() })
+  // The plugin's settings: initial 20, the default probe interval, the window's fast weight.
+  const settings = { initial: 20, probeIntervalMs: 2_000, fastWeight: 0.3 }
+  const g = gate(settings)
+  for (let i = 0; i < 15; i++) window(g, 10)
+  const warm = g.slots.limit
+  t.ok(warm > 20, `warm: ${warm}`)
+  cheap(g, 3_000)
+  t.ok(g.slots.limit <= 10, `3 s of cheap answers: ${g.slots.limit}`)
+  g.permits.sample(0.1) // the flood's last answer, in a window left open
+  g.global.inFlight = 0
+  g.clock.now += 5_000
+  mock.timers.tick(5_000)
+  const fresh = gate(settings)
+  fresh.clock.now = g.clock.now
+  t.equal(g.slots.limit, fresh.slots.limit, `the limit a burst meets: ${g.slots.limit}, a fresh gate's ${fresh.slots.limit}`)
+  t.equal(g.slots.retryAfter, 1)
+  // The burst's own windows lead where a fresh gate's do.
+  for (let i = 0; i < 10; i++) {
+    window(g, 10)
+    window(fresh, 10)
+    t.equal(g.slots.limit, fresh.slots.limit)
+  }
+})
+
+t.test('a hang is no idleness: with the gate full and nothing completing, the limit stays', async (t) => {
+  mock.timers.enable({ apis: ['setTimeout'] })
+  t.teardown(() => { mock.timers.reset() })
+  const g = gate()
+  for (let i = 0; i < 10; i++) window(g, 10)
+  const limit = g.slots.limit
+  g.global.inFlight = limit
+  for (let i = 0; i < 10; i++) {
+    g.clock.now += 5_000
+    mock.timers.tick(5_000)
+  }
+  t.equal(g.slots.limit, limit, 'kept through 50 s of ticks that saw it full')
+  t.equal(g.permits.adaptive.baseline, 10)
+  // The stuck requests leave; idleMs after the last tick that saw them, the limit is fresh.
+  g.global.inFlight = 0
+  g.clock.now += 5_000
+  mock.timers.tick(5_000)
+  t.equal(g.permits.adaptive.baseline, 0)
+  t.equal(g.slots.limit, Math.max(10, limit), 'never below the limit learnt')
 })
 

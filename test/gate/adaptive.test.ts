@@ -1,4 +1,5 @@
 import t, { type Test } from 'tap'
+import { mock } from 'node:test'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission, { memoryBackend } from '../../lib/index.js'
 import { AdaptiveSampler } from '../../lib/gate/release/adaptive-sampler.js'
@@ -48,11 +49,11 @@ t.test('no configuration: starts at 20, shown in stats() and app.admission.limit
  * One round: as many requests as the limit admits start together and all take `ms` (the clock
  * moves while they wait), then complete: one window of samples at full utilization.
  */
-async function round (t: Test, a: FastifyInstance, release: { hold: { promise: Promise<void>, resolve: () => void } }, ms: number): Promise<void> {
+async function round (t: Test, a: FastifyInstance, release: { hold: { promise: Promise<void>, resolve: () => void } }, ms: number, url = '/', wait = eventually): Promise<void> {
   const k = a.admission.limit as number
   release.hold = deferred()
-  const answers = Array.from({ length: k }, async () => await a.inject('/'))
-  t.ok(await eventually(() => a.admission.stats().inFlight === k), `${k} in flight`)
+  const answers = Array.from({ length: k }, async () => await a.inject(url))
+  t.ok(await wait(() => a.admission.stats().inFlight === k), `${k} in flight`)
   now += ms
   release.hold.resolve()
   for (const answer of answers) t.equal((await answer).statusCode, 200)
@@ -162,4 +163,56 @@ t.test('a fixed limit and no limit in stats()', async (t) => {
   const none = await app(t, { backend: memoryBackend() })
   t.equal(none.admission.stats().limit, false)
   t.equal(none.admission.limit, false)
+})
+
+/** Waits for `check` by turns of the event loop, not by timers (a test may have mocked them). */
+async function turns (check: () => boolean, most = 10_000): Promise<boolean> {
+  for (let i = 0; i < most && !check(); i++) await new Promise((resolve) => setImmediate(resolve))
+  return check()
+}
+
+/** 200 requests at once to a route that holds them: how many the gate admits. */
+async function burst (t: Test, a: FastifyInstance, release: { hold: { promise: Promise<void>, resolve: () => void } }): Promise<number> {
+  release.hold = deferred()
+  const shedBefore = a.admission.stats().shed
+  const answers = Array.from({ length: 200 }, async () => await a.inject('/work'))
+  t.ok(await turns(() => a.admission.stats().inFlight + a.admission.stats().shed - shedBefore === 200), 'each admitted or shed')
+  const admitted = a.admission.stats().inFlight
+  release.hold.resolve()
+  await Promise.all(answers)
+  return admitted
+}
+
+t.test('after 3 s of cheap 401s and 5 s idle, a burst is admitted as on a fresh server', async (t) => {
+  const release = { hold: deferred() }
+  const build = async (): Promise<FastifyInstance> => {
+    const a = await app(t, { maxInFlight: { adaptive: true } })
+    a.get('/work', async () => { await release.hold.promise; now += 10; return 'ok' })
+    // A cheap refusal: 0.1 ms, and 1 ms on a busy turn of the event loop (5 answers of every 25).
+    let n = 0
+    a.get('/login', async (_request, reply) => { now += Math.floor(n++ / 5) % 5 === 0 ? 1 : 0.1; return await reply.code(401).send('no') })
+    await a.ready()
+    return a
+  }
+  const flooded = await build()
+  const fresh = await build()
+  mock.timers.enable({ apis: ['setTimeout'] })
+  t.teardown(() => { mock.timers.reset() })
+  // Ordinary load first, the limit in use: it grows.
+  for (let i = 0; i < 15; i++) await round(t, flooded, release, 10, '/work', turns)
+  const warm = flooded.admission.limit as number
+  t.ok(warm > 20, `warm: ${warm}`)
+  // The flood, one answer at a time, 2 ms apart.
+  const end = now + 3_000
+  while (now < end) {
+    t.equal((await flooded.inject('/login')).statusCode, 401)
+    now += 2
+  }
+  const low = flooded.admission.limit as number
+  t.ok(low <= 10, `3 s of cheap 401s: ${low}`)
+  now += 5_000
+  mock.timers.tick(5_000)
+  const admitted = await burst(t, flooded, release)
+  const reference = await burst(t, fresh, release)
+  t.ok(admitted >= 0.9 * reference, `after the flood and 5 s idle: ${admitted} of 200 admitted, a fresh server ${reference}`)
 })

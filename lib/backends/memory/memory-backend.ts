@@ -54,7 +54,12 @@ export class MemoryBackend implements RatesBackend {
     return this.quotas.stack(address, policies, () => new MemoryBackendStack(this, address, policies))
   }
 
-  /** Identities with live state, over all limiters (a stack counts each of its policies'). */
+  /**
+   * States held, over all limiters (a stack counts each of its policies'): live ones and recovered
+   * ones not yet dropped. Counting only live ones would take a pass over every state (each one's
+   * recovery depends on the time); the held ones are what the memory grows with, and are dropped
+   * when the room is needed.
+   */
   get identities (): number {
     let total = 0
     for (const quota of this.quotas.values()) total += isStack(quota) ? quota.identities : quota.store.table.size

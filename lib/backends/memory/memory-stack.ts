@@ -107,7 +107,7 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
     return had
   }
 
-  /** Identities with live state under any of the policies (each policy counts its own). */
+  /** States held under the policies, recovered ones included until dropped (each policy counts its own). */
   get identities (): number {
     let total = 0
     for (const store of this.stores) total += store.table.size

@@ -2,7 +2,7 @@ import { compactKey } from './compact-key.js'
 import { IntIndex } from './int-index.js'
 
 /**
- * The registry of live limiter states: an index from the client's key to a slot in one
+ * The registry of limiter states: an index from the client's key to a slot in one
  * `Float64Array` holding `fields` numbers per slot. An IPv4 address is held as its 32 bits in an
  * `IntIndex` (no string kept: 27 to 45 B per identity in all), any other key in a `Map`. Two
  * clients never share a slot.
@@ -47,6 +47,7 @@ export class StateTable {
     this.data = new Float64Array(Math.min(INITIAL_SLOTS, maxIdentities) * fields)
   }
 
+  /** States held: live ones, and recovered ones not yet dropped (by a sweep, or `remove`). */
   get size (): number {
     return this.index.size + this.addresses.size
   }

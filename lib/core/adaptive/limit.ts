@@ -50,6 +50,21 @@
  * With the sqrt queue size, a downstream that stays slow holds the limit at the gradient's floor,
  * where 0.5 * L + ceil(sqrt(L)) = L (about 4 to 6), not at `min`, until a probe re-measures it.
  *
+ * Idle recovery. Cuts apply at any in-flight count and growth only when the limit is in use, so
+ * samples that never use the limit can only lower it: a flood of cheap answers (0.1 ms, a few in
+ * flight) whose latency is mostly noise reads as queueing at every busy turn of the event loop and
+ * ratchets the limit down to the gradient's floor, and nothing raises it again — no samples once
+ * the load ends, or samples far below the limit. So when the limit has not been in use (a sample,
+ * or a tick, at in-flight >= `utilization` * estimate) for `idleMs`, the state starts afresh, as
+ * `newAdaptiveLimit` at that time: the RTTs are forgotten and learnt again from the next sample,
+ * and the limit is the initial one — or the estimate, when that is higher. A low limit is the
+ * trace of a queue, and an unused limit has none; what was learnt of the latency belongs to the
+ * traffic that was (the flood's 0.1 ms would make ordinary requests look queued: a cut and a
+ * probe at once); a higher limit was measured in use and is kept, so that a pause costs a busy
+ * server nothing. A hang is no idleness: the stuck requests hold the limit in use at every tick.
+ * Applied by `adaptiveTick` (the gate's timer, at `adaptiveTickAt`) or by the next sample that
+ * does not use the limit, whichever comes first; never during a probe (its end counts as use).
+ *
  * Options are the caller's to validate (see `AdaptiveLimitOptions` for the ranges); given valid
  * options and finite samples, `limit` is always an integer in [min, max] (a property test).
  */
@@ -80,6 +95,8 @@ export interface AdaptiveLimitOptions {
   readonly probeSamples: number
   /** The longest probe, ms (or three fast RTTs, when longer): > 0. Default 1000. */
   readonly probeMaxMs: number
+  /** The state starts afresh once the limit has not been in use for this long, ms: > 0. Default 4 000 (twice the probe interval: a measurement that old would be re-taken anyway). */
+  readonly idleMs: number
 }
 
 /** The adaptive limit's state as a value. */
@@ -103,6 +120,8 @@ export interface AdaptiveLimit {
   /** Samples counted by the current probe, and the sum of their RTTs (ms). */
   readonly probeCount: number
   readonly probeSum: number
+  /** When the limit was last in use (a sample or a tick at in-flight >= utilization * estimate, a probe's end), or the state was made, ms. */
+  readonly usedAt: number
 }
 
 /** One completed request. */
@@ -130,7 +149,8 @@ const defaults: AdaptiveLimitOptions = Object.freeze({
   probeIntervalMs: 2_000,
   probeRatio: 0.5,
   probeSamples: 5,
-  probeMaxMs: 1000
+  probeMaxMs: 1000,
+  idleMs: 4_000
 })
 
 /** The defaults, with `overrides` on top (an undefined override keeps the default); frozen. */
@@ -153,8 +173,26 @@ export function newAdaptiveLimit (options: AdaptiveLimitOptions, now: number): A
     probing: false,
     probeStart: now,
     probeCount: 0,
-    probeSum: 0
+    probeSum: 0,
+    usedAt: now
   }
+}
+
+/** Whether `inflight` requests use the limit: at least `utilization` of the estimate, and one at least. */
+function inUse (inflight: number, estimate: number, options: AdaptiveLimitOptions): boolean {
+  return inflight > 0 && inflight >= estimate * options.utilization
+}
+
+// Idle: not probing, something learnt (a fresh state has nothing to forget), and the limit unused
+// for idleMs.
+function idle (state: AdaptiveLimit, now: number, options: AdaptiveLimitOptions): boolean {
+  return !state.probing && state.baseline !== 0 && now - state.usedAt >= options.idleMs
+}
+
+// A fresh state at `now`, keeping an estimate above the initial one (measured in use).
+function recover (state: AdaptiveLimit, now: number, options: AdaptiveLimitOptions): AdaptiveLimit {
+  const fresh = newAdaptiveLimit(options, now)
+  return state.estimate > fresh.estimate ? { ...fresh, limit: Math.floor(state.estimate), estimate: state.estimate } : fresh
 }
 
 /** The limit during a probe: `probeRatio` of the current limit, never below `min`. */
@@ -176,20 +214,29 @@ function endProbe (state: AdaptiveLimit, now: number): AdaptiveLimit {
     fast: Math.max(state.fast, mean),
     measured: mean,
     confirmedAt: now,
-    probing: false
+    probing: false,
+    usedAt: now
   }
 }
 
 // A probe lasts at most probeMaxMs, or three fast RTTs when that is longer: a request admitted at
 // the probe's start must have time to complete, however slow the downstream.
+function probeEnd (state: AdaptiveLimit, options: AdaptiveLimitOptions): number {
+  return state.probeStart + Math.max(options.probeMaxMs, 3 * state.fast)
+}
+
 function overdue (state: AdaptiveLimit, now: number, options: AdaptiveLimitOptions): boolean {
-  return now - state.probeStart >= Math.max(options.probeMaxMs, 3 * state.fast)
+  return now >= probeEnd(state, options)
 }
 
 /** The state after one completed request. */
 export function adaptiveSample (state: AdaptiveLimit, sample: RttSample, options: AdaptiveLimitOptions): AdaptiveLimit {
   const rtt = Math.max(MIN_RTT_MS, sample.rtt)
   const { now, inflight } = sample
+  const used = inUse(inflight, state.estimate, options)
+  // Idle recovery when no tick applied it: only on a sample that does not use the limit either (one
+  // that does, after a long gap, is the end of a hang: news about the limit, not a fresh start).
+  if (!used && idle(state, now, options)) state = recover(state, now, options)
 
   if (state.probing) {
     // Only a request that started inside the probe and under its limit measures the drained system.
@@ -198,7 +245,8 @@ export function adaptiveSample (state: AdaptiveLimit, sample: RttSample, options
     return next.probeCount >= options.probeSamples || overdue(state, now, options) ? endProbe(next, now) : next
   }
 
-  if (state.baseline === 0) return { ...state, baseline: rtt, fast: rtt, measured: rtt, confirmedAt: now }
+  const usedAt = used ? Math.max(state.usedAt, now) : state.usedAt
+  if (state.baseline === 0) return { ...state, baseline: rtt, fast: rtt, measured: rtt, confirmedAt: now, usedAt }
 
   const fast = state.fast + options.fastWeight * (rtt - state.fast)
   // Probe when queueing is seen (gradient < 1) and the baseline is old; or, when the baseline has
@@ -208,7 +256,7 @@ export function adaptiveSample (state: AdaptiveLimit, sample: RttSample, options
   const fell = state.baseline * options.tolerance < state.measured
   const old = now - state.confirmedAt >= options.probeIntervalMs
   if ((fell && fast > state.baseline) || (old && fast > options.tolerance * state.baseline)) {
-    return { ...state, fast, limit: probeLimit(state.estimate, options), probing: true, probeStart: now, probeCount: 0, probeSum: 0 }
+    return { ...state, fast, limit: probeLimit(state.estimate, options), probing: true, probeStart: now, probeCount: 0, probeSum: 0, usedAt }
   }
   const falling = fast < state.baseline
   const baseline = falling ? fast : state.baseline
@@ -223,13 +271,26 @@ export function adaptiveSample (state: AdaptiveLimit, sample: RttSample, options
   // the way down would rebuild a queue before the baseline reaches the new no-load RTT).
   if (next > estimate && (falling || inflight < estimate * options.utilization)) next = estimate
   next = Math.min(options.max, Math.max(options.min, next))
-  return { ...state, limit: Math.floor(next), estimate: next, baseline, fast, confirmedAt }
+  return { ...state, limit: Math.floor(next), estimate: next, baseline, fast, confirmedAt, usedAt }
 }
 
 /**
- * The state at time `now` with no sample: ends a probe that is overdue (with no
- * traffic, no sample would). Cheap; call it when a timer fires or before reading `limit`.
+ * The state at time `now` with no sample, `inflight` requests in flight: ends a probe that is
+ * overdue (with no traffic, no sample would); notes a limit in use (a hang: nothing completes);
+ * starts afresh when the limit has not been in use for `idleMs`. Cheap; call it when a timer fires
+ * (at `adaptiveTickAt`) or before reading `limit`. Nothing to do: the same state.
  */
-export function adaptiveTick (state: AdaptiveLimit, now: number, options: AdaptiveLimitOptions): AdaptiveLimit {
-  return state.probing && overdue(state, now, options) ? endProbe(state, now) : state
+export function adaptiveTick (state: AdaptiveLimit, now: number, options: AdaptiveLimitOptions, inflight: number): AdaptiveLimit {
+  if (state.probing) return overdue(state, now, options) ? endProbe(state, now) : state
+  if (inUse(inflight, state.estimate, options)) return { ...state, usedAt: Math.max(state.usedAt, now) }
+  return idle(state, now, options) ? recover(state, now, options) : state
+}
+
+/**
+ * When `adaptiveTick` would next change the limit if no sample came, ms: a probe's end, or the
+ * end of `idleMs` since the limit was last in use; Infinity when neither can happen (a fresh state).
+ */
+export function adaptiveTickAt (state: AdaptiveLimit, options: AdaptiveLimitOptions): number {
+  if (state.probing) return probeEnd(state, options)
+  return state.baseline === 0 ? Number.POSITIVE_INFINITY : state.usedAt + options.idleMs
 }

@@ -18,7 +18,7 @@ export interface AdaptiveInFlightOptions {
   initial?: number
   /** How much slower than the no-load latency a response may be before it counts as queueing (default 1.5; 1 to 10). */
   tolerance?: number
-  /** How long queueing may go on before the no-load latency is measured again, ms (default 10 000). */
+  /** How long queueing may go on before the no-load latency is measured again, ms (default 2 000). */
   probeIntervalMs?: number
 }
 
@@ -34,7 +34,7 @@ const ADAPTIVE_SHAPE = { keys: ['adaptive', 'min', 'max', 'initial', 'tolerance'
 const DEFAULTS = adaptiveLimitOptions()
 /**
  * The gate feeds the controller one sample per window of a round trip, each already a mean of
- * several responses (adaptive-permits.ts), so its short-term RTT may move faster than the core's
+ * several responses (release/adaptive-sampler.ts), so its short-term RTT may move faster than the core's
  * per-response default (0.1): at 0.1 per window, the RTT took 2-3 s to fall back after the step's
  * slowdown ended, and the limit, which does not grow while the RTT falls, shed a quarter of 0.8 C meanwhile.
  */

@@ -1,4 +1,4 @@
-import { adaptiveSample, adaptiveTick, newAdaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions } from '../../core/adaptive/limit.js'
+import { adaptiveSample, adaptiveTick, adaptiveTickAt, newAdaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions } from '../../core/adaptive/limit.js'
 import type { Permit, PermitEnd } from './permit.js'
 import { HELD_SLOT, type Slots } from './slots.js'
 
@@ -25,8 +25,13 @@ export type Clock = () => number
  * latency of the limit it set; fed every response, the limit would grow many times before the
  * first response admitted under it came back.
  *
- * A probe that no sample would end (no traffic) is ended by a one-shot timer, armed only while a
- * probe runs, unref'd, and cleared by `stop()` (the plugin's `onClose`).
+ * What no sample would do is done by one one-shot timer, unref'd, cleared by `stop()` (the
+ * plugin's `onClose`), set for the core's `adaptiveTickAt`: the end of a probe (with no traffic no
+ * sample ends it), or idleMs after the limit was last in use (the core then starts afresh, so that
+ * a limit a flood of cheap answers ratcheted down does not meet the next burst). The timer is set
+ * when a window closes and none is set, or when the next change comes sooner (a probe started);
+ * a deadline that moved later (the limit was used meanwhile) is found when the timer fires, which
+ * sets it again. So a busy server wakes about once per idleMs, and an idle one, once fresh, never.
  */
 export class AdaptiveSampler {
   private state: AdaptiveLimit
@@ -34,11 +39,12 @@ export class AdaptiveSampler {
   private readonly slots: Slots
   private readonly clock: Clock
   private timer: NodeJS.Timeout | undefined
+  /** When the timer fires, on the clock; Infinity when none is set, -Infinity once stopped (none ever is). */
+  private timerAt: number
   private windowStart: number
   private windowCount: number
   private windowSum: number
   private windowInFlight: number
-  private stopped: boolean
 
   constructor (slots: Slots, options: AdaptiveLimitOptions, clock: Clock = () => performance.now()) {
     this.state = newAdaptiveLimit(options, clock())
@@ -46,11 +52,11 @@ export class AdaptiveSampler {
     this.slots = slots
     this.clock = clock
     this.timer = undefined
+    this.timerAt = Number.POSITIVE_INFINITY
     this.windowStart = 0
     this.windowCount = 0
     this.windowSum = 0
     this.windowInFlight = 0
-    this.stopped = false
     slots.setLimit(this.state.limit)
     slots.retryAfter = this.retryAfter()
   }
@@ -93,38 +99,38 @@ export class AdaptiveSampler {
   }
 
   private update (next: AdaptiveLimit): void {
-    const wasProbing = this.state.probing
     this.state = next
     if (next.limit !== this.slots.limit) this.slots.setLimit(next.limit)
     this.slots.retryAfter = this.retryAfter()
-    if (next.probing !== wasProbing) {
-      if (next.probing) this.arm()
-      else this.disarm()
-    }
+    const at = adaptiveTickAt(next, this.options)
+    if (at < this.timerAt) this.arm(at)
   }
 
-  // Ends a probe with no samples: fires at the probe's longest (probeMaxMs, or three fast RTTs).
-  private arm (): void {
-    if (this.stopped) return
-    const wait = Math.max(this.options.probeMaxMs, 3 * this.state.fast) - (this.clock() - this.state.probeStart)
-    this.timer = setTimeout(() => { this.tick() }, Math.max(1, Math.ceil(wait)))
+  // The timer, for the core's next change at `at` (a finite time, sooner than any set).
+  private arm (at: number): void {
+    clearTimeout(this.timer)
+    this.timerAt = at
+    this.timer = setTimeout(() => { this.tick() }, Math.max(1, Math.ceil(at - this.clock())))
     this.timer.unref()
   }
 
-  private disarm (): void {
-    clearTimeout(this.timer)
+  /**
+   * The timer's work: the core's tick, with the count in flight now (a full gate with no samples is
+   * a hang, not idleness). A change still to come — a probe whose longest grew, an idle time that
+   * restarted when the limit was used — sets the timer again.
+   */
+  private tick (): void {
     this.timer = undefined
-  }
-
-  /** The timer's work: end an overdue probe; one still running (its longest grew) re-arms. */
-  tick (): void {
-    this.timer = undefined
-    this.update(adaptiveTick(this.state, this.clock(), this.options))
-    if (this.state.probing) this.arm()
+    this.timerAt = Number.POSITIVE_INFINITY
+    const before = this.state
+    this.update(adaptiveTick(before, this.clock(), this.options, this.slots.global.inFlight))
+    // Started afresh: an open window's samples belong to the traffic that was.
+    if (this.state.baseline === 0 && before.baseline !== 0) this.windowCount = 0
   }
 
   stop (): void {
-    this.stopped = true
-    this.disarm()
+    clearTimeout(this.timer)
+    this.timer = undefined
+    this.timerAt = Number.NEGATIVE_INFINITY
   }
 }

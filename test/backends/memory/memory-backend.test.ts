@@ -204,6 +204,29 @@ t.test('state is dropped only once recovered, and only to make room', async (t) 
   t.type(await settle(l, 'F'), RatesUnavailableError, 'A, D and E are live')
 })
 
+t.test('stats().identities after a flood of clients: the states held, recovered ones until their room is needed', async (t) => {
+  const clock = { now: T0 }
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, {
+    backend: memoryBackend({ maxIdentities: 60, clock: () => clock.now }),
+    rateLimit: { algorithm: 'fixed-window', limit: 5, windowMs: 1000 },
+    key: (request) => String(request.headers['x-client'])
+  })
+  app.get('/', async () => 'ok')
+  const as = async (client: string): Promise<number> => (await app.inject({ url: '/', headers: { 'x-client': client } })).statusCode
+  for (let i = 0; i < 50; i++) t.equal(await as(`flood-${i}`), 200)
+  t.equal(app.admission.stats().identities, 50)
+  clock.now = T0 + 60_000
+  t.equal(app.admission.stats().identities, 50, 'an idle minute later every state has recovered, and each is still held')
+  t.equal(await as('flood-0'), 200)
+  t.equal(app.admission.stats().identities, 50, 'a client that comes back takes its own state again')
+  for (let i = 0; i < 10; i++) t.equal(await as(`later-${i}`), 200)
+  t.equal(app.admission.stats().identities, 60, 'new clients below the bound take new room: nothing is dropped yet')
+  t.equal(await as('one-more'), 200, 'at the bound a new client is admitted: the recovered states make room')
+  t.equal(app.admission.stats().identities, 12, 'the 49 recovered ones were dropped; flood-0 and the later ones are live, with one-more')
+})
+
 t.test('the bound through the HTTP gate: 503 with Retry-After, counted as unavailable', async (t) => {
   const clock = { now: T0 }
   const app = Fastify()

@@ -1,6 +1,6 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { adaptiveLimitOptions, adaptiveSample, adaptiveTick, MIN_RTT_MS, newAdaptiveLimit } from '../../../lib/core/index.js'
+import { adaptiveLimitOptions, adaptiveSample, adaptiveTick, adaptiveTickAt, MIN_RTT_MS, newAdaptiveLimit } from '../../../lib/core/index.js'
 import type { AdaptiveLimit, AdaptiveLimitOptions } from '../../../lib/core/index.js'
 import { gradient2Creep, simulate } from './fixtures/downstream.js'
 import type { Phase, Step } from './fixtures/downstream.js'
@@ -28,7 +28,7 @@ const least = (xs: readonly number[]): number => xs.reduce((a, b) => Math.min(a,
 t.test('options: the defaults, overrides on top, frozen', async (t) => {
   t.same(o, {
     initial: 20, min: 1, max: 1000, tolerance: 1.5, smoothing: 0.2, fastWeight: 0.1, queueSize: 0,
-    utilization: 0.5, probeIntervalMs: 2_000, probeRatio: 0.5, probeSamples: 5, probeMaxMs: 1000
+    utilization: 0.5, probeIntervalMs: 2_000, probeRatio: 0.5, probeSamples: 5, probeMaxMs: 1000, idleMs: 4_000
   })
   const mine = adaptiveLimitOptions({ max: 50, tolerance: 2 })
   t.equal(mine.max, 50)
@@ -40,7 +40,7 @@ t.test('options: the defaults, overrides on top, frozen', async (t) => {
 
 t.test('a fresh state: the initial limit clamped into [min, max], no RTT yet', async (t) => {
   t.same(newAdaptiveLimit(o, 7), {
-    limit: 20, estimate: 20, baseline: 0, fast: 0, measured: 0, confirmedAt: 7, probing: false, probeStart: 7, probeCount: 0, probeSum: 0
+    limit: 20, estimate: 20, baseline: 0, fast: 0, measured: 0, confirmedAt: 7, probing: false, probeStart: 7, probeCount: 0, probeSum: 0, usedAt: 7
   })
   t.equal(newAdaptiveLimit(adaptiveLimitOptions({ initial: 5000 }), 0).limit, 1000)
   t.equal(newAdaptiveLimit(adaptiveLimitOptions({ initial: 0, min: 3 }), 0).limit, 3)
@@ -49,9 +49,10 @@ t.test('a fresh state: the initial limit clamped into [min, max], no RTT yet', a
 
 t.test('table: one sample at a time', async (t) => {
   const s0 = newAdaptiveLimit(o, 0)
-  // The first sample only sets the RTTs.
+  // The first sample only sets the RTTs (and, at 20 in flight, says the limit is in use).
   const s1 = adaptiveSample(s0, { rtt: 10, inflight: 20, now: 1 }, o)
-  t.same(s1, { ...s0, baseline: 10, fast: 10, measured: 10, confirmedAt: 1 })
+  t.same(s1, { ...s0, baseline: 10, fast: 10, measured: 10, confirmedAt: 1, usedAt: 1 })
+  t.equal(adaptiveSample(s0, { rtt: 10, inflight: 9, now: 1 }, o).usedAt, 0, 'below half the limit: not in use')
   // No queueing, limit in use: grows by smoothing * ceil(sqrt(20)) = 0.2 * 5.
   const s2 = adaptiveSample(s1, { rtt: 10, inflight: 20, now: 2 }, o)
   t.equal(s2.estimate, 21)
@@ -239,14 +240,19 @@ t.test('probe: the limit, which samples count, how it ends', async (t) => {
   t.equal(adaptiveSample(adaptiveSample(newAdaptiveLimit(floor, 0), { rtt: 10, inflight: 20, now: 1 }, floor), { rtt: 300, inflight: 20, now: 101 }, floor).limit, 15)
 })
 
-t.test('tick: ends an overdue probe with no traffic, leaves everything else alone', async (t) => {
+t.test('tick: ends an overdue probe with no traffic, leaves everything else alone until idle', async (t) => {
   const opts = adaptiveLimitOptions({ probeIntervalMs: 100, probeMaxMs: 50 })
   const s1 = adaptiveSample(newAdaptiveLimit(opts, 0), { rtt: 10, inflight: 20, now: 1 }, opts)
-  t.equal(adaptiveTick(s1, 1e9, opts), s1, 'not probing: the same state')
+  t.equal(adaptiveTick(s1, 1 + opts.idleMs - 1, opts, 0), s1, 'not probing, not idle: the same state')
+  t.equal(adaptiveTickAt(s1, opts), 1 + opts.idleMs, 'the next change: idleMs after the last use')
+  t.equal(adaptiveTickAt(newAdaptiveLimit(opts, 0), opts), Infinity, 'a fresh state: none')
   const p = adaptiveSample(s1, { rtt: 300, inflight: 20, now: 101 }, opts)
-  t.equal(adaptiveTick(p, 150, opts), p, 'not overdue yet')
-  const done = adaptiveTick(p, 218, opts)
-  t.same([done.probing, done.limit, done.baseline, done.confirmedAt], [false, 20, 10, 218])
+  t.equal(adaptiveTickAt(p, opts), 101 + 3 * p.fast, "a probe's end: three fast RTTs here, longer than probeMaxMs")
+  t.equal(adaptiveTick(p, 150, opts, 0), p, 'not overdue yet')
+  t.equal(adaptiveTick(p, 1e9, opts, 0).baseline, 10, 'a probe is ended, never taken for idleness')
+  const done = adaptiveTick(p, 218, opts, 0)
+  t.same([done.probing, done.limit, done.baseline, done.confirmedAt, done.usedAt], [false, 20, 10, 218, 218], "a probe's end counts as use")
+  t.equal(adaptiveTick(done, 218 + opts.idleMs, opts, 0).baseline, 0, 'idleMs after it: afresh')
 })
 
 // Valid options: the documented ranges.
@@ -262,12 +268,13 @@ const optionsArb = fc.record({
   probeIntervalMs: fc.double({ min: 0.001, max: 1000, noNaN: true }),
   probeRatio: fc.double({ min: 0.01, max: 0.99, noNaN: true }),
   probeSamples: fc.integer({ min: 1, max: 10 }),
-  probeMaxMs: fc.double({ min: 0.001, max: 1000, noNaN: true })
+  probeMaxMs: fc.double({ min: 0.001, max: 1000, noNaN: true }),
+  idleMs: fc.double({ min: 0.001, max: 5000, noNaN: true })
 }).map(({ span, ...rest }): AdaptiveLimitOptions => adaptiveLimitOptions({ ...rest, max: rest.min + span }))
 
 const eventArb = fc.oneof(
   fc.record({ rtt: fc.double({ min: 0, max: 10_000, noNaN: true }), inflight: fc.integer({ min: 0, max: 3000 }), dt: fc.double({ min: -5, max: 2000, noNaN: true }) }),
-  fc.record({ tick: fc.constant(true), dt: fc.double({ min: 0, max: 5000, noNaN: true }) })
+  fc.record({ tick: fc.constant(true), dt: fc.double({ min: 0, max: 5000, noNaN: true }), inflight: fc.integer({ min: 0, max: 3000 }) })
 )
 
 t.test('property: the limit is always an integer in [min, max], the estimate in [min, max]', async (t) => {
@@ -279,10 +286,87 @@ t.test('property: the limit is always an integer in [min, max], the estimate in 
     if (!ok(state)) return false
     for (const e of events) {
       now += e.dt
-      state = 'tick' in e ? adaptiveTick(state, now, opts) : adaptiveSample(state, { rtt: e.rtt, inflight: e.inflight, now }, opts)
+      state = 'tick' in e ? adaptiveTick(state, now, opts, e.inflight) : adaptiveSample(state, { rtt: e.rtt, inflight: e.inflight, now }, opts)
       if (!ok(state)) return false
     }
     return true
   }), { numRuns: 300 })
   t.pass('holds')
+})
+
+// Cheap answers (0.1 ms), each done before most others arrive (2 in flight, far below half the
+// limit), and one window in ten a busy turn of the loop (1 ms): a flood whose latency is mostly
+// noise, one sample per 5 ms window, for `ms`.
+function flood (state: AdaptiveLimit, t0: number, ms: number, options = o): { state: AdaptiveLimit, now: number } {
+  let now = t0
+  for (let i = 0; now < t0 + ms; i++) {
+    now += 5
+    state = adaptiveSample(state, { rtt: i % 10 === 0 ? 1 : 0.1, inflight: 2, now }, options)
+  }
+  return { state, now }
+}
+
+// Ordinary requests (10 ms) with the limit in use, one sample per round trip, from `t0`.
+function busy (state: AdaptiveLimit, t0: number, windows: number, options = o): { state: AdaptiveLimit, now: number } {
+  let now = t0
+  for (let i = 0; i < windows; i++) {
+    now += 10
+    state = adaptiveSample(state, { rtt: 10, inflight: state.limit, now }, options)
+  }
+  return { state, now }
+}
+
+t.test('a flood of cheap answers ratchets the limit down; once it has gone unused for idleMs it is a fresh limit', async (t) => {
+  const warm = busy(newAdaptiveLimit(o, 0), 0, 15)
+  t.ok(warm.state.limit > 30, `warm: ${warm.state.limit}`)
+  // The reproduction: every busy turn reads as queueing against a 0.1 ms baseline and cuts the
+  // limit (a cut applies at any in-flight count), and no quiet window can raise it (2 in flight
+  // says nothing about a higher limit). A probe re-measures the same 0.1 ms.
+  const flooded = flood(warm.state, warm.now, 3_000)
+  t.ok(flooded.state.limit <= 10, `3 s of flood: ${flooded.state.limit}`)
+  t.equal(flooded.state.baseline, 0.1)
+  // 5 s with nothing in flight: the limit a burst meets is a fresh one's, and so are the limits the
+  // burst's own samples lead to.
+  const later = flooded.now + 5_000
+  const idle = adaptiveTick(flooded.state, later, o, 0)
+  const fresh = newAdaptiveLimit(o, later)
+  t.same(idle, fresh, 'a fresh state: the initial limit, no RTT known')
+  t.same(busy(idle, later, 20).state, busy(fresh, later, 20).state, 'the burst meets what a fresh server would')
+})
+
+t.test('idle recovery: applied by the next sample when no tick came, only to a limit out of use', async (t) => {
+  const warm = busy(newAdaptiveLimit(o, 0), 0, 15)
+  const flooded = flood(warm.state, warm.now, 3_000)
+  // Sparse ordinary requests after the flood, one at a time: they never use the limit, so they
+  // do not hold it where the flood left it; the first one idleMs after the last use starts afresh.
+  let state = flooded.state
+  let now = flooded.now
+  const limits: number[] = []
+  for (let i = 0; i < 60; i++) {
+    now += 100
+    state = adaptiveSample(state, { rtt: 10, inflight: 1, now }, o)
+    limits.push(state.limit)
+  }
+  t.ok(limits.slice(0, 5).every((l) => l <= 10), 'still low just after the flood')
+  t.equal(state.limit, 20, `back to the initial limit: ${limits.join(' ')}`)
+  t.equal(state.baseline, 10, 'the baseline learnt again from the first sample after it')
+  // A sample that found the limit in use after a long gap (the end of a hang: everything stuck
+  // completes) is no sign of idleness: it is news about the limit, not a fresh start.
+  const hang = adaptiveSample(warm.state, { rtt: 5_000, inflight: warm.state.limit, now: warm.now + 10_000 }, o)
+  t.ok(hang.limit < warm.state.limit, `cut: ${warm.state.limit} to ${hang.limit}`)
+  t.equal(hang.baseline, 10)
+})
+
+t.test('idle recovery: never while the limit is in use, never below the limit learnt', async (t) => {
+  const warm = busy(newAdaptiveLimit(o, 0), 0, 15)
+  const { limit } = warm.state
+  // A hang: nothing completes and the limit is full at every tick.
+  const held = adaptiveTick(warm.state, warm.now + 1e6, o, limit)
+  t.equal(held.limit, limit, 'the limit in use at the tick: kept')
+  t.equal(held.baseline, 10)
+  t.equal(adaptiveTick(held, warm.now + 1e6 + o.idleMs - 1, o, 0).limit, limit, 'in use at the last tick: the idle time starts there')
+  t.same(adaptiveTick(held, warm.now + 1e6 + o.idleMs, o, 0), { ...newAdaptiveLimit(o, warm.now + 1e6 + o.idleMs), limit, estimate: warm.state.estimate },
+    'a limit above the initial one is kept; what was learnt of the latency is not')
+  t.equal(adaptiveTick(warm.state, warm.now + o.idleMs - 1, o, 0), warm.state, 'not idle long enough: the same state')
+  t.equal(adaptiveTick(newAdaptiveLimit(o, 0), 1e9, o, 0).limit, 20, 'a fresh state has nothing to forget')
 })
