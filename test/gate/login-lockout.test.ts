@@ -94,3 +94,23 @@ t.test('an enclosing registration without a rate limit refuses the route\'s coun
   })
   await t.rejects(async () => { await app.ready() }, AdmissionOptionError)
 })
+
+t.test('one registration\'s refusal is no failed login for another: the default failed() (any 4xx) counts only the route\'s own answers', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  const clock = manualClock().now
+  // Per address, with the default failed() (any 4xx); inside, per account, one failure a window.
+  await app.register(admission, { backend: memoryBackend({ clock }), rateLimit: { algorithm: 'fixed-window', limit: 3, windowMs: WINDOW } })
+  await app.register(async (accounts: FastifyInstance) => {
+    await accounts.register(admission, { backend: memoryBackend({ clock }), rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: WINDOW }, key: account, hook: 'preHandler' })
+    accounts.post('/login', { config: { admission: { count: 'failures' } } }, async (request, reply) => {
+      const { password } = request.body as { password: string }
+      return password === 'secret' ? { ok: true } : await reply.code(401).send({ error: 'wrong password' })
+    })
+  })
+  const from = '203.0.113.9'
+  t.equal(await login(app, from, 'guess'), 401, 'one wrong guess for ann: a failure for the address and for the account')
+  t.equal(await login(app, from, 'guess'), 429, 'ann\'s account is refused by the inner registration')
+  t.equal(await login(app, from, 'guess'), 429)
+  t.equal(await login(app, from, 'secret', 'bob'), 200, 'the address has used one failure of three: bob logs in from it')
+})

@@ -6,7 +6,7 @@ import { describePolicy } from '../options/policy-text.js'
 import type { Permit, Step } from '../release/permit.js'
 import type { Slots } from '../release/slots.js'
 import type { Refuse } from './refusal-styles.js'
-import { MESSAGES, retrySeconds, type RefusalReason } from './refusal-text.js'
+import { kGateRefusal, MESSAGES, retrySeconds, type RefusalReason } from './refusal-text.js'
 
 export type { Step }
 
@@ -135,6 +135,7 @@ export class Outcomes {
 
   private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string = MESSAGES[reason]): void {
     refused(this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
+    ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
     this.refuse(permit, status, seconds, reason, message)
   }
 }

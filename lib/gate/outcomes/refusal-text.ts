@@ -22,3 +22,14 @@ export function refusalText (message: string, retrySeconds: number): string {
 export function retrySeconds (retryAfterMs: number): number {
   return Math.max(1, Math.ceil(retryAfterMs / 1000))
 }
+
+/**
+ * Marks a reply the gate refused — by any registration of this package, in any copy of it — so
+ * that login throttling never takes another registration's 429 or 503 for a failed login.
+ */
+export const kGateRefusal = Symbol.for('fastify-admission.refusal')
+
+/** Whether a registration of this package refused the request this reply answers. */
+export function refusedByGate (reply: object): boolean {
+  return (reply as Record<symbol, unknown>)[kGateRefusal] === true
+}

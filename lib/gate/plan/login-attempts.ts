@@ -4,6 +4,7 @@ import { AdmissionOptionError } from '../errors.js'
 import type { StackedQuota } from '../quotas/stacked-quota.js'
 import type { Step } from '../outcomes/recorder.js'
 import type { Permit } from '../release/permit.js'
+import { refusedByGate } from '../outcomes/refusal-text.js'
 
 /** What a route's requests count against its quota: every request (the default), or only failures (login throttling). */
 export type CountMode = 'requests' | 'failures'
@@ -91,6 +92,8 @@ export class FailureCount {
   sending (permit: Permit): void {
     if (!this.ended(permit)) return
     const { request, reply } = permit
+    // Another registration's refusal (a per-account quota inside a per-address one) is no failed login.
+    if (refusedByGate(reply)) return
     const key = permit.key!
     try {
       if (this.failed(request, reply) !== true) return
