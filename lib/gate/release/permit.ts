@@ -80,7 +80,7 @@ export class Permit {
   decision: RateDecision | undefined = undefined
   /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */
   backendFailed = false
-  /** The connection's list of live permits (see `Connections`). */
+  /** The connection's list of live permits (see `Slots`). */
   prev: Permit | null = null
   next: Permit | null = null
   connection: Record<symbol, unknown> | null = null
@@ -155,7 +155,7 @@ export class Permit {
       // The promise is the work: a `send` awaited since an abort before the handler started is not.
       if ((this.running & SEND) !== 0) {
         this.running &= ~SEND
-        delete (this.reply as Partial<FastifyReply>).send
+        unpatchSend(this.reply)
       }
       this.running |= PROMISE
       const settled = (): void => { this.settled(PROMISE) }
@@ -183,17 +183,19 @@ export class Permit {
   private awaitSend (): void {
     this.running |= SEND
     const permit = this
-    const reply = this.reply as FastifyReply & Record<'send', FastifyReply['send']>
+    const reply = this.reply
     const send = reply.send
-    reply.send = function admissionSendEndsWork (this: FastifyReply, payload?: unknown) {
+    const patched = function admissionSendEndsWork (this: FastifyReply, payload?: unknown) {
       if (payload instanceof Error && timeoutError(permit.request, payload)) return send.call(this, payload)
-      delete (reply as Partial<FastifyReply>).send
+      reply.send = send
       try {
         return send.call(this, payload)
       } finally {
         permit.settled(SEND)
       }
-    }
+    } as FastifyReply['send'] & { [kBefore]?: FastifyReply['send'] }
+    patched[kBefore] = send
+    reply.send = patched
   }
 
   /** Ends the permit, once: its slots go back and the route's listeners hear how. */
@@ -214,6 +216,14 @@ function timedOut (request: FastifyRequest): boolean {
 function timeoutError (request: FastifyRequest, payload: Error): boolean {
   const signal = (request as { signal?: AbortSignal }).signal
   return signal !== undefined && signal.aborted && signal.reason === payload
+}
+
+/** On a patched `send`: the `send` it replaced. */
+const kBefore = Symbol('admission.send-before')
+
+/** Puts back the `send` that `awaitSend` replaced. */
+function unpatchSend (reply: FastifyReply): void {
+  reply.send = (reply.send as FastifyReply['send'] & { [kBefore]: FastifyReply['send'] })[kBefore]
 }
 
 /** Whether the reply's answer is on its way: written, being written, or piped (a stream waiting its turn behind pipelined requests has no header yet); or the reply is hijacked. */
