@@ -95,7 +95,21 @@ export interface LoadResult {
   bins: Bin[]
   /** With a mix: the main stream's and the mixed-in stream's own numbers. */
   streams?: { main: StreamResult, mixed: StreamResult }
+  /** With phases: each stretch of the window at one rate (before the first phase, then each phase), by scheduled time. */
+  segments?: SegmentResult[]
   cpu: NodeJS.CpuUsage
+}
+
+export interface SegmentResult {
+  /** Its start and end, ms from the window's start. */
+  fromMs: number
+  toMs: number
+  requests: number
+  /** 200s within the deadline per second, their p99 (ms), and the shares of 503s and timeouts. */
+  goodput: number
+  okP99: number
+  shed: number
+  timeouts: number
 }
 
 export interface StreamResult {
@@ -258,6 +272,8 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         c.connected = true
         connecting--
         idle(c)
+        // A connect slot freed: requests still queued may open more.
+        pump()
       })
       socket.on('data', (chunk: Buffer) => {
         c.buf = c.buf === undefined ? chunk : Buffer.concat([c.buf, chunk])
@@ -351,6 +367,27 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       return { offered: requests / seconds, goodput: ok.length / seconds, okP99: quantile(ok, 0.99), shed: shed / Math.max(1, requests), timeouts: timeouts / Math.max(1, requests) }
     }
 
+    const segments = (phases: Phase[]): SegmentResult[] => {
+      const cuts = [0, ...phases.map((p) => p.atMs).filter((t) => t > 0 && t < spec.measureMs).sort((a, b) => a - b), spec.measureMs]
+      return cuts.slice(0, -1).map((fromMs, k) => {
+        const toMs = cuts[k + 1]!
+        const ok: number[] = []
+        let requests = 0
+        let shed = 0
+        let timeouts = 0
+        for (let i = 0; i < issued; i++) {
+          const t = sched[i]! - windowStart
+          if (t < fromMs || t >= toMs) continue
+          requests++
+          const s = status[i]!
+          if (s === 200) ok.push(ended[i]! - sched[i]!)
+          else if (s === 503) shed++
+          else if (s === TIMEOUT) timeouts++
+        }
+        return { fromMs, toMs, requests, goodput: ok.length / ((toMs - fromMs) / 1000), okP99: quantile(ok, 0.99), shed: shed / Math.max(1, requests), timeouts: timeouts / Math.max(1, requests) }
+      })
+    }
+
     const summarize = (): LoadResult => {
       const inWindow = (i: number): boolean => spec.mode === 'open'
         ? sched[i]! >= windowStart && sched[i]! < windowEnd
@@ -411,6 +448,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         maxOpen,
         connectErrors,
         ...(mix === undefined ? {} : { streams: { main: stream(false), mixed: stream(true) } }),
+        ...(spec.mode === 'open' && spec.phases !== undefined ? { segments: segments(spec.phases) } : {}),
         bins: binOk.map((o, b) => ({ goodput: o.length / (spec.binMs / 1000), okP99: quantile(o, 0.99), shed: binShed[b]!, timeouts: binTimeouts[b]! })),
         cpu: process.cpuUsage()
       }
