@@ -88,23 +88,38 @@ export function stepTable (steps: readonly StepRecord[]): string {
   return [head, rule, ...rows].join('\n')
 }
 
-export interface PriorityRecord { variant: string, repeat: number, capacity: number, sheddable: StreamResult, critical: StreamResult, noise: number }
+export interface PriorityRecord {
+  variant: string
+  repeat: number
+  capacity: number
+  sheddable: StreamResult
+  critical: StreamResult
+  noise: number
+  /** The generator: rate asked for and sent (req/s), lag p99 and max (ms), connection cap, C × deadline, deadline. */
+  targetRate?: number
+  achievedRate?: number
+  lagP99?: number
+  lagMax?: number
+  sockets?: number
+  cDeadline?: number
+  deadlineMs?: number
+}
 
 /** The priorities scenario: per variant, what each stream got (median of the repeats, min–max). */
 export function priorityTable (records: PriorityRecord[], variants: string[]): string {
   const num = (x: number | null): number => (x === null ? Number.NaN : x)
   const cell = (xs: number[], f: (x: number) => string): string => {
     const s = spread(xs)
-    return s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`
+    return Number.isNaN(s.median) || s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`
   }
   const lines = [
-    '| variant | critical offered/s | critical goodput / offered | critical p99 200 (ms) | critical 503 | sheddable goodput / C | sheddable p99 200 (ms) | sheddable 503 | other CPU |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+    '| variant | critical offered/s | critical goodput / offered | critical p99 200 (ms) | critical 503 | sheddable goodput / C | sheddable p99 200 (ms) | sheddable 503 | sent/s | gen lag p99 / max (ms) | sockets (C × deadline) | other CPU |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
   ]
   for (const variant of variants) {
     const rs = records.filter((r) => r.variant === variant)
     if (rs.length === 0) continue
-    lines.push(`| ${variant} | ${cell(rs.map((r) => r.critical.offered), (x) => x.toFixed(0))} | ${cell(rs.map((r) => r.critical.goodput / Math.max(1, r.critical.offered)), pct)} | ${cell(rs.map((r) => num(r.critical.okP99)), ms)} | ${cell(rs.map((r) => r.critical.shed), pct)} | ${cell(rs.map((r) => r.sheddable.goodput / r.capacity), (x) => fmt(x, 2))} | ${cell(rs.map((r) => num(r.sheddable.okP99)), ms)} | ${cell(rs.map((r) => r.sheddable.shed), pct)} | ${cell(rs.map((r) => r.noise), (x) => fmt(x, 2))} |`)
+    lines.push(`| ${variant} | ${cell(rs.map((r) => r.critical.offered), (x) => x.toFixed(0))} | ${cell(rs.map((r) => r.critical.goodput / Math.max(1, r.critical.offered)), pct)} | ${cell(rs.map((r) => num(r.critical.okP99)), ms)} | ${cell(rs.map((r) => r.critical.shed), pct)} | ${cell(rs.map((r) => r.sheddable.goodput / r.capacity), (x) => fmt(x, 2))} | ${cell(rs.map((r) => num(r.sheddable.okP99)), ms)} | ${cell(rs.map((r) => r.sheddable.shed), pct)} | ${cell(rs.map((r) => r.achievedRate ?? Number.NaN), (x) => x.toFixed(0))}${rs.some((r) => r.achievedRate !== undefined && r.targetRate !== undefined && (r.achievedRate < 0.95 * r.targetRate || (r.lagP99 ?? 0) > 0.1 * (r.deadlineMs ?? 1000))) ? ' ⚠ generator behind' : ''} | ${cell(rs.map((r) => r.lagP99 ?? Number.NaN), ms)} / ${cell(rs.map((r) => r.lagMax ?? Number.NaN), ms)} | ${rs[0]!.sockets ?? '–'} (${rs[0]!.cDeadline === undefined ? '–' : Math.round(rs[0]!.cDeadline)}) | ${cell(rs.map((r) => r.noise), (x) => fmt(x, 2))} |`)
   }
   return lines.join('\n')
 }

@@ -241,9 +241,10 @@ async function main (): Promise<void> {
         const spec = { ...openSpec(config, config.prioritySheddable * C, C), mix: { path: '/critical', mainPath: '/sheddable', rate: config.priorityCritical * C } }
         const run = await runCell(variant, settingsFor(config, 'downstream', goodFor('downstream')), spec)
         const streams = run.result.streams!
-        const rec = { variant, repeat, capacity: C, sheddable: streams.main, critical: streams.mixed, noise: run.noise }
+        const r = run.result
+        const rec: PriorityRecord = { variant, repeat, capacity: C, sheddable: streams.main, critical: streams.mixed, noise: run.noise, targetRate: r.targetRate, achievedRate: r.achievedRate, lagP99: r.lagP99, lagMax: r.lagMax, sockets: r.sockets, cDeadline: C * config.deadlineMs / 1000, deadlineMs: config.deadlineMs }
         priorityRecords.push(rec)
-        log(`priorities r${repeat} ${variant}: critical ${(rec.critical.goodput / Math.max(1, rec.critical.offered) * 100).toFixed(1)} % of offered (p99 ${Number(rec.critical.okP99).toFixed(1)} ms), sheddable goodput ${(rec.sheddable.goodput / C).toFixed(2)} C, others ${run.noise.toFixed(2)} cores`)
+        log(`priorities r${repeat} ${variant}: critical ${(rec.critical.goodput / Math.max(1, rec.critical.offered) * 100).toFixed(1)} % of offered (p99 ${Number(rec.critical.okP99).toFixed(1)} ms), sheddable goodput ${(rec.sheddable.goodput / C).toFixed(2)} C, sent ${r.achievedRate.toFixed(0)}/${r.targetRate.toFixed(0)} per s, lag p99/max ${r.lagP99.toFixed(1)}/${r.lagMax.toFixed(1)} ms, sockets ${r.sockets}, others ${run.noise.toFixed(2)} cores`)
       }
     }
   }
