@@ -31,7 +31,7 @@ export interface CellHooks {
 /** IPC sends JSON: a NaN (no sample) arrives as null. */
 function revive (result: LoadResult): LoadResult {
   const fix = <T extends object>(o: T): T => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, v === null ? Number.NaN : v])) as T
-  return { ...fix(result), bins: result.bins.map(fix), cpu: result.cpu }
+  return { ...fix(result), bins: result.bins.map(fix), ...(result.segments === undefined ? {} : { segments: result.segments.map(fix) }), ...(result.streams === undefined ? {} : { streams: result.streams }), cpu: result.cpu }
 }
 
 function stop (child: ChildProcess): Promise<void> {

@@ -10,9 +10,16 @@ export interface OverloadConfig {
   measureMs: number
   /** OVERLOAD_DEADLINE_MS [1000]: the client's deadline. */
   deadlineMs: number
-  /** OVERLOAD_SOCKETS [512]: the generator's connection pool. */
+  /** OVERLOAD_SOCKETS [auto]: the most connections the generator opens at once; auto (unset or 0):
+   * max(2 × C × deadline, 64), computed per model once C is measured, so the pool never bounds outstanding
+   * requests below C × deadline (which would turn the open loop into a closed one).
+   * OVERLOAD_MAX_CONNECTING [256]: connects in flight at most. */
   sockets: number
-  /** OVERLOAD_LOADS [0.5,1,2,4,8]: offered load as multiples of C. */
+  maxConnecting: number
+  /** OVERLOAD_RECONNECT [1]: 0 keep-alive cells only; 1 also every matrix cell on a fresh connection per
+   * request (`Connection: close`, a reconnect storm; the variant shows as "<variant> +reconnect"); `only`: those only. */
+  reconnect: 'off' | 'also' | 'only'
+  /** OVERLOAD_LOADS [0.5,1,2,4,8,16]: offered load as multiples of C. */
   loads: number[]
   /** OVERLOAD_MODELS [cpu,downstream]. */
   models: ModelName[]
@@ -39,8 +46,20 @@ export interface OverloadConfig {
   stepBeforeMs: number
   stepSlowMs: number
   stepAfterMs: number
+  /** OVERLOAD_SPIKE [1]: run the spike on OVERLOAD_SPIKE_MODEL [cpu]: OVERLOAD_SPIKE_BASE [0.7] × C for
+   * OVERLOAD_SPIKE_BEFORE_MS [3000], OVERLOAD_SPIKE_LOAD [1.4] × C for OVERLOAD_SPIKE_MS [3000], back to the base
+   * for OVERLOAD_SPIKE_AFTER_MS [4000], binned at OVERLOAD_SPIKE_BIN_MS [10]; OVERLOAD_SPIKE_VARIANTS [the matrix's]. */
+  spike: boolean
+  spikeModel: ModelName
+  spikeBase: number
+  spikeLoad: number
+  spikeBeforeMs: number
+  spikeMs: number
+  spikeAfterMs: number
+  spikeBinMs: number
+  spikeVariants: string[]
   /** OVERLOAD_PRIORITIES [1]: run the priorities scenario (downstream model): sheddable traffic at
-   * OVERLOAD_PRIORITY_SHEDDABLE [4] × C and critical traffic at OVERLOAD_PRIORITY_CRITICAL [0.2] × C, mixed in one
+   * OVERLOAD_PRIORITY_SHEDDABLE [12] × C and critical traffic at OVERLOAD_PRIORITY_CRITICAL [0.2] × C, mixed in one
    * open loop; OVERLOAD_PRIORITY_VARIANTS [admission-adaptive,admission-good,none]. */
   priorities: boolean
   prioritySheddable: number
@@ -48,8 +67,8 @@ export interface OverloadConfig {
   priorityVariants: string[]
   /** OVERLOAD_OUT [timestamp]: bench/results-overload-<OUT>.json. */
   out: string
-  /** OVERLOAD_CHART [bench/overload/chart.svg]. */
-  chart: string
+  /** OVERLOAD_CHART [unset: no chart]: a path to write the chart to, or `1` for the tracked bench/overload/chart.svg. */
+  chart: string | undefined
 }
 
 const env = process.env
@@ -72,12 +91,29 @@ function perModel (name: string, fallback: string): Record<string, number[]> {
   return out
 }
 
+function reconnectMode (): 'off' | 'also' | 'only' {
+  const raw = env.OVERLOAD_RECONNECT ?? '1'
+  if (raw === '0' || raw === '') return 'off'
+  if (raw === '1') return 'also'
+  if (raw === 'only') return 'only'
+  throw new Error(`OVERLOAD_RECONNECT=${raw}: 0, 1 or only`)
+}
+
+/** The generator's connection cap for a model of capacity C: OVERLOAD_SOCKETS, or max(2 × C × deadline, 64). */
+export function socketsFor (config: OverloadConfig, capacity: number): number {
+  return config.sockets > 0 ? config.sockets : Math.max(64, Math.ceil(2 * capacity * config.deadlineMs / 1000))
+}
+
 export function readConfig (): OverloadConfig {
   const models = list('OVERLOAD_MODELS', MODELS.join(',')) as ModelName[]
   for (const m of models) if (!MODELS.includes(m)) throw new Error(`OVERLOAD_MODELS: unknown model ${m}`)
   const variants = list('OVERLOAD_VARIANTS', VARIANTS.map((v) => v.name).join(','))
   for (const v of variants) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`OVERLOAD_VARIANTS: unknown variant ${v}`)
   for (const v of list('OVERLOAD_PRIORITY_VARIANTS', '')) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`OVERLOAD_PRIORITY_VARIANTS: unknown variant ${v}`)
+  const spikeModel = (env.OVERLOAD_SPIKE_MODEL ?? 'cpu') as ModelName
+  if (!MODELS.includes(spikeModel)) throw new Error(`OVERLOAD_SPIKE_MODEL: unknown model ${spikeModel}`)
+  const spikeVariants = list('OVERLOAD_SPIKE_VARIANTS', variants.join(','))
+  for (const v of spikeVariants) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`OVERLOAD_SPIKE_VARIANTS: unknown variant ${v}`)
   const good: Partial<Record<ModelName, number>> = {}
   for (const [model, values] of Object.entries(perModel('OVERLOAD_GOOD', ''))) good[model as ModelName] = values[0]!
   const sweep = { cpu: [1, 2, 4, 8], downstream: [8, 16, 32, 64], ...perModel('OVERLOAD_SWEEP', '') }
@@ -86,8 +122,10 @@ export function readConfig (): OverloadConfig {
     warmupMs: num('OVERLOAD_WARMUP_MS', 1000),
     measureMs: Math.max(100, num('OVERLOAD_MEASURE_MS', 5000)),
     deadlineMs: num('OVERLOAD_DEADLINE_MS', 1000),
-    sockets: Math.max(1, Math.round(num('OVERLOAD_SOCKETS', 512))),
-    loads: list('OVERLOAD_LOADS', '0.5,1,2,4,8').map(Number),
+    sockets: Math.round(num('OVERLOAD_SOCKETS', 0)),
+    maxConnecting: Math.max(1, Math.round(num('OVERLOAD_MAX_CONNECTING', 256))),
+    reconnect: reconnectMode(),
+    loads: list('OVERLOAD_LOADS', '0.5,1,2,4,8,16').map(Number),
     models,
     variants,
     cpuMs: num('OVERLOAD_CPU_MS', 1),
@@ -104,11 +142,20 @@ export function readConfig (): OverloadConfig {
     stepBeforeMs: num('OVERLOAD_STEP_BEFORE_MS', 5000),
     stepSlowMs: num('OVERLOAD_STEP_SLOW_MS', 10_000),
     stepAfterMs: num('OVERLOAD_STEP_AFTER_MS', 10_000),
+    spike: num('OVERLOAD_SPIKE', 1) !== 0,
+    spikeModel,
+    spikeBase: num('OVERLOAD_SPIKE_BASE', 0.7),
+    spikeLoad: num('OVERLOAD_SPIKE_LOAD', 1.4),
+    spikeBeforeMs: num('OVERLOAD_SPIKE_BEFORE_MS', 3000),
+    spikeMs: num('OVERLOAD_SPIKE_MS', 3000),
+    spikeAfterMs: num('OVERLOAD_SPIKE_AFTER_MS', 4000),
+    spikeBinMs: Math.max(1, num('OVERLOAD_SPIKE_BIN_MS', 10)),
+    spikeVariants,
     priorities: num('OVERLOAD_PRIORITIES', 1) !== 0,
-    prioritySheddable: num('OVERLOAD_PRIORITY_SHEDDABLE', 4),
+    prioritySheddable: num('OVERLOAD_PRIORITY_SHEDDABLE', 12),
     priorityCritical: num('OVERLOAD_PRIORITY_CRITICAL', 0.2),
     priorityVariants: list('OVERLOAD_PRIORITY_VARIANTS', 'admission-adaptive,admission-good,none'),
     out: env.OVERLOAD_OUT ?? new Date().toISOString().replace(/[:.]/g, '-'),
-    chart: env.OVERLOAD_CHART ?? 'bench/overload/chart.svg'
+    chart: env.OVERLOAD_CHART === undefined || env.OVERLOAD_CHART === '' ? undefined : env.OVERLOAD_CHART === '1' ? 'bench/overload/chart.svg' : env.OVERLOAD_CHART
   }
 }

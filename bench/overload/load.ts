@@ -2,27 +2,50 @@
 // `taskset -c 1` with an IPC channel, one process per cell. It gets one LoadSpec, answers
 // { started: epoch ms of the measured window's start } when the warm-up ends, then { result }, and exits.
 //
-// Open loop (`mode: 'open'`): request i is scheduled at t0 + i / rate, whatever the server answers.
-// A 1 ms timer issues every request that is due (a batch per tick keeps the rate when the timer is
-// late). Requests go through one keep-alive http.Agent with `sockets` connections: a request that finds
-// none free waits in the agent's queue, and that wait is reported (client-side queueing). Every
-// request has a deadline `deadlineMs` after its scheduled time: it is aborted then (socket destroyed,
-// or dropped from the agent's queue) and counts as a timeout. Latency is measured from the scheduled
-// time (not from when the request left), so the generator's own lag is never hidden; that lag
-// (issue time - scheduled time) is reported too.
+// Open loop (`mode: 'open'`): request i is scheduled at t0 + i / rate (or, with `phases`, at the
+// same spacing within each phase's rate), whatever the server answers. A 1 ms timer issues every
+// request that is due (a batch per tick keeps the rate when the timer is late).
+//
+// Transport: the generator manages its own connections, raw `node:net` sockets writing HTTP/1.1 GETs
+// and parsing the responses minimally (status line, Content-Length or chunked). No http.Agent, no
+// undici Pool: a free list of idle connections (a stack, O(1) to take one), at most `sockets`
+// connections open at once, opened lazily, at most `maxConnecting` connects in flight. A request that
+// finds no free connection opens a new one if the cap allows, else waits in the generator's FIFO; the
+// next connection to free up (or to finish connecting) takes the FIFO's head. That wait is reported
+// (client-side queueing). With `reconnect`, every request gets a fresh connection, sends
+// `Connection: close` and the connection is closed after its response (a reconnect storm).
+//
+// Every request has a deadline `deadlineMs` after its scheduled time: it is aborted then (its
+// connection destroyed, or it is dropped from the FIFO) and counts as a timeout. Latency is measured
+// from the scheduled time (not from when the request left), so the generator's own lag is never
+// hidden; that lag (issue time - scheduled time) is reported too (p50, p99, max).
 //
 // Closed loop (`mode: 'closed'`, the capacity probe): `concurrency` loops, each issuing its next
 // request when the last one ends.
-import http from 'node:http'
+import net from 'node:net'
 import { quantile } from './stats.js'
 
-interface BaseSpec { port: number, warmupMs: number, measureMs: number, deadlineMs: number, sockets: number, binMs: number }
+interface BaseSpec {
+  port: number
+  warmupMs: number
+  measureMs: number
+  deadlineMs: number
+  /** The most connections open at once. */
+  sockets: number
+  binMs: number
+  /** Every request on a fresh connection, closed after its response (`Connection: close`). */
+  reconnect?: boolean
+  /** Connects in flight at most (bounded connect rate) [256]. */
+  maxConnecting?: number
+}
+/** From `atMs` after the measured window's start, the open loop's main stream runs at `rate` req/s (before the first phase: `rate`). */
+export interface Phase { atMs: number, rate: number }
 /**
  * A second stream mixed into an open loop (the priorities scenario): `rate` req/s more to `path`,
  * interleaved evenly with the main stream (which goes to `/sheddable` then, and to `/` otherwise).
  */
 export interface MixSpec { path: string, mainPath: string, rate: number }
-export interface OpenSpec extends BaseSpec { mode: 'open', rate: number, mix?: MixSpec }
+export interface OpenSpec extends BaseSpec { mode: 'open', rate: number, mix?: MixSpec, phases?: Phase[] }
 export interface ClosedSpec extends BaseSpec { mode: 'closed', concurrency: number }
 export type LoadSpec = OpenSpec | ClosedSpec
 /** A spec before the server's port is known. */
@@ -62,12 +85,31 @@ export interface LoadResult {
   /** Share of requests that waited more than 1 ms for a free connection, and the p99 of that wait (ms). */
   queuedShare: number
   queueWaitP99: number
-  /** Connections the agent opened (aborts destroy connections; the agent opens new ones). */
+  /** Connections the generator opened (aborts destroy connections; the generator opens new ones). */
   connections: number
+  /** The cap on open connections, and the most that were open at once. */
+  sockets: number
+  maxOpen: number
+  /** Connections that failed to connect or broke while a request was on them. */
+  connectErrors: number
   bins: Bin[]
   /** With a mix: the main stream's and the mixed-in stream's own numbers. */
   streams?: { main: StreamResult, mixed: StreamResult }
+  /** With phases: each stretch of the window at one rate (before the first phase, then each phase), by scheduled time. */
+  segments?: SegmentResult[]
   cpu: NodeJS.CpuUsage
+}
+
+export interface SegmentResult {
+  /** Its start and end, ms from the window's start. */
+  fromMs: number
+  toMs: number
+  requests: number
+  /** 200s within the deadline per second, their p99 (ms), and the shares of 503s and timeouts. */
+  goodput: number
+  okP99: number
+  shed: number
+  timeouts: number
 }
 
 export interface StreamResult {
@@ -84,42 +126,181 @@ const PENDING = 0
 const TIMEOUT = -1
 const ERROR = -2
 
+interface Conn {
+  socket: net.Socket
+  /** The request on it, or -1 (idle, or still connecting with nothing assigned). */
+  req: number
+  connected: boolean
+  dead: boolean
+  buf: Buffer | undefined
+}
+
+const CRLF2 = Buffer.from('\r\n\r\n')
+const CHUNK_END = Buffer.from('0\r\n\r\n')
+
+/** The end of a complete response at the buffer's start and its status, or undefined when incomplete. */
+function parseResponse (buf: Buffer): { end: number, status: number } | undefined {
+  const headEnd = buf.indexOf(CRLF2)
+  if (headEnd < 0) return undefined
+  const head = buf.toString('latin1', 0, headEnd)
+  const status = Number(head.slice(9, 12))
+  const cl = /\r\ncontent-length:\s*(\d+)/i.exec(head)
+  if (cl !== null) {
+    const end = headEnd + 4 + Number(cl[1])
+    return buf.length >= end ? { end, status } : undefined
+  }
+  if (/\r\ntransfer-encoding:\s*chunked/i.test(head)) {
+    const z = buf.indexOf(CHUNK_END, headEnd + 4)
+    return z < 0 ? undefined : { end: z + CHUNK_END.length, status }
+  }
+  return { end: headEnd + 4, status }
+}
+
 function run (spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve) => {
-    const agent = new http.Agent({ keepAlive: true, maxSockets: spec.sockets, maxFreeSockets: spec.sockets, scheduling: 'fifo' })
     const totalMs = spec.warmupMs + spec.measureMs
     const mix = spec.mode === 'open' ? spec.mix : undefined
     const rate = spec.mode === 'open' ? spec.rate + (mix?.rate ?? 0) : 0
-    // Request i belongs to the mixed-in stream when it crosses a multiple of the stream's share: exact proportions, evenly spaced.
     const share = mix === undefined ? 0 : mix.rate / rate
     const mixed = (i: number): boolean => Math.floor((i + 1) * share) > Math.floor(i * share)
-    const cap = spec.mode === 'open' ? Math.ceil(rate * totalMs / 1000) + 1 : 1_000_000
+    const t0 = performance.now() + 20
+    const windowStart = t0 + spec.warmupMs
+    const windowEnd = windowStart + spec.measureMs
+    // The open loop's schedule, computed up front: constant spacing within each phase (rate changes at phase starts).
+    let schedule: Float64Array | undefined
+    if (spec.mode === 'open') {
+      const phases = [{ at: t0, rate }, ...(spec.phases ?? []).map((p) => ({ at: windowStart + p.atMs, rate: p.rate + (mix?.rate ?? 0) }))]
+        .sort((x, y) => x.at - y.at)
+      const times: number[] = []
+      for (let k = 0; k < phases.length; k++) {
+        const from = phases[k]!.at
+        const to = k + 1 < phases.length ? phases[k + 1]!.at : windowEnd
+        const r = phases[k]!.rate
+        if (r <= 0 || to <= from) continue
+        for (let j = 0; ; j++) { const t = from + j * 1000 / r; if (t >= to) break; times.push(t) }
+      }
+      schedule = Float64Array.from(times)
+    }
+    const cap = schedule !== undefined ? schedule.length : 1_000_000
     const sched = new Float64Array(cap)
     const issuedAt = new Float64Array(cap)
     const ended = new Float64Array(cap)
     const wait = new Float64Array(cap)
     const status = new Int16Array(cap)
     const gotSocket = new Uint8Array(cap)
-    const reqs: Array<http.ClientRequest | undefined> = []
-    const sockets = new WeakSet<object>()
+    const connOf: Array<Conn | undefined> = []
+    const paths = mix === undefined ? undefined : { main: mix.mainPath, mixed: mix.path }
+    const requestBytes = (path: string): Buffer => Buffer.from(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${spec.port}\r\n${spec.reconnect === true ? 'Connection: close\r\n' : ''}\r\n`, 'latin1')
+    const bytes = { root: requestBytes('/'), main: requestBytes(paths?.main ?? '/'), mixed: requestBytes(paths?.mixed ?? '/') }
+    const maxConnecting = Math.max(1, spec.maxConnecting ?? 256)
+    const free: Conn[] = []
+    const fifo: number[] = []
+    let fifoHead = 0
+    /** Requests in the FIFO still pending (timed-out ones stay in it until dequeued). */
+    let queuedLive = 0
+    const all = new Set<Conn>()
+    let open = 0
+    let connecting = 0
+    let maxOpen = 0
     let connections = 0
+    let connectErrors = 0
     let issued = 0
     let pending = 0
     let head = 0
     let stopped = false
-    const t0 = performance.now() + 20
-    const windowStart = t0 + spec.warmupMs
-    const windowEnd = windowStart + spec.measureMs
 
     const settle = (i: number, code: number, now: number): void => {
       if (status[i] !== PENDING) return
       status[i] = code
       ended[i] = now
-      reqs[i] = undefined
+      if (gotSocket[i] === 0) queuedLive--
+      connOf[i] = undefined
       pending--
       if (spec.mode === 'closed' && !stopped) {
         if (now < windowEnd) issue(issued++, performance.now())
       }
+    }
+
+    const kill = (c: Conn): void => {
+      if (c.dead) return
+      c.dead = true
+      all.delete(c)
+      open--
+      if (!c.connected) connecting--
+      c.socket.destroy()
+      // A connection slot freed: a queued request may open one now.
+      pump()
+    }
+
+    const send = (c: Conn, i: number): void => {
+      c.req = i
+      connOf[i] = c
+      gotSocket[i] = 1
+      wait[i] = performance.now() - issuedAt[i]!
+      c.socket.write(mix === undefined ? bytes.root : mixed(i) ? bytes.mixed : bytes.main)
+    }
+
+    /** The next live request waiting in the FIFO, or -1. */
+    const nextQueued = (): number => {
+      while (fifoHead < fifo.length) {
+        const i = fifo[fifoHead++]!
+        if (status[i] === PENDING) { queuedLive--; return i }
+      }
+      if (fifoHead > 0) { fifo.length = 0; fifoHead = 0 }
+      return -1
+    }
+
+    /** An idle (or just connected) connection takes the FIFO's head, or goes on the free list. */
+    const idle = (c: Conn): void => {
+      if (c.dead) return
+      c.req = -1
+      const i = nextQueued()
+      if (i >= 0) send(c, i)
+      else if (spec.reconnect === true) kill(c)
+      else free.push(c)
+    }
+
+    const connect = (): void => {
+      open++
+      connecting++
+      connections++
+      if (open > maxOpen) maxOpen = open
+      const socket = net.connect({ host: '127.0.0.1', port: spec.port, noDelay: true })
+      const c: Conn = { socket, req: -1, connected: false, dead: false, buf: undefined }
+      all.add(c)
+      socket.once('connect', () => {
+        c.connected = true
+        connecting--
+        idle(c)
+        // A connect slot freed: requests still queued may open more.
+        pump()
+      })
+      socket.on('data', (chunk: Buffer) => {
+        c.buf = c.buf === undefined ? chunk : Buffer.concat([c.buf, chunk])
+        const parsed = parseResponse(c.buf)
+        if (parsed === undefined) return
+        const i = c.req
+        c.buf = parsed.end < c.buf.length ? c.buf.subarray(parsed.end) : undefined
+        if (i >= 0) {
+          const t = performance.now()
+          settle(i, t - sched[i]! > spec.deadlineMs ? TIMEOUT : parsed.status, t)
+        }
+        if (spec.reconnect === true) { kill(c); return }
+        idle(c)
+      })
+      const broken = (): void => {
+        if (c.dead) return
+        if (c.req >= 0 && status[c.req] === PENDING) { connectErrors++; settle(c.req, ERROR, performance.now()) } else if (!c.connected) connectErrors++
+        kill(c)
+      }
+      socket.on('error', broken)
+      socket.on('close', broken)
+    }
+
+    /** Opens connections for queued requests, up to the caps. */
+    const pump = (): void => {
+      let want = queuedLive - connecting
+      while (want > 0 && open < spec.sockets && connecting < maxConnecting) { connect(); want-- }
     }
 
     const issue = (i: number, now: number): void => {
@@ -127,32 +308,24 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       issuedAt[i] = now
       if (spec.mode === 'closed') sched[i] = now
       pending++
-      const req = http.request({ agent, host: '127.0.0.1', port: spec.port, path: mix === undefined ? '/' : mixed(i) ? mix.path : mix.mainPath, method: 'GET' })
-      reqs[i] = req
-      req.once('socket', (socket) => {
-        gotSocket[i] = 1
-        wait[i] = performance.now() - issuedAt[i]!
-        if (!sockets.has(socket)) { sockets.add(socket); connections++ }
-      })
-      req.once('response', (res) => {
-        res.on('error', () => {})
-        res.resume()
-        res.once('end', () => {
-          const t = performance.now()
-          settle(i, t - sched[i]! > spec.deadlineMs ? TIMEOUT : (res.statusCode ?? 0), t)
-        })
-      })
-      req.on('error', () => { settle(i, ERROR, performance.now()) })
-      req.end()
+      if (spec.reconnect !== true) {
+        while (free.length > 0) {
+          const c = free.pop()!
+          if (!c.dead) { send(c, i); return }
+        }
+      }
+      fifo.push(i)
+      queuedLive++
+      if (open < spec.sockets && connecting < maxConnecting) connect()
     }
 
     const sweep = (now: number): void => {
       // Deadlines are in issue order (scheduled times only grow), so expired requests are at the front.
       while (head < issued && (status[head] !== PENDING || sched[head]! + spec.deadlineMs <= now)) {
         if (status[head] === PENDING) {
-          const req = reqs[head]
+          const c = connOf[head]
           settle(head, TIMEOUT, now)
-          req?.destroy()
+          if (c !== undefined) kill(c)
         }
         head++
       }
@@ -162,19 +335,18 @@ function run (spec: LoadSpec): Promise<LoadResult> {
     const tick = (): void => {
       const now = performance.now()
       if (!startedSent && now >= windowStart) { startedSent = true; process.send?.({ started: performance.timeOrigin + windowStart }) }
-      if (spec.mode === 'open') {
+      if (schedule !== undefined) {
         if (!stopped) {
-          const due = Math.min(cap, Math.floor((now - t0) * rate / 1000) + 1)
-          while (issued < due) { sched[issued] = t0 + issued * 1000 / rate; issue(issued++, performance.now()) }
+          while (issued < cap && schedule[issued]! <= now) { sched[issued] = schedule[issued]!; issue(issued++, performance.now()) }
           // Stop once every request scheduled before the window's end is out, however late the generator is.
-          if (issued >= cap || t0 + issued * 1000 / rate >= windowEnd) stopped = true
+          if (issued >= cap) stopped = true
         }
       } else if (now >= windowEnd) {
         stopped = true
       }
       sweep(now)
       if (!stopped || pending > 0) { setTimeout(tick, 1); return }
-      agent.destroy()
+      for (const c of all) c.socket.destroy()
       resolve(summarize())
     }
 
@@ -193,6 +365,27 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       }
       const seconds = spec.measureMs / 1000
       return { offered: requests / seconds, goodput: ok.length / seconds, okP99: quantile(ok, 0.99), shed: shed / Math.max(1, requests), timeouts: timeouts / Math.max(1, requests) }
+    }
+
+    const segments = (phases: Phase[]): SegmentResult[] => {
+      const cuts = [0, ...phases.map((p) => p.atMs).filter((t) => t > 0 && t < spec.measureMs).sort((a, b) => a - b), spec.measureMs]
+      return cuts.slice(0, -1).map((fromMs, k) => {
+        const toMs = cuts[k + 1]!
+        const ok: number[] = []
+        let requests = 0
+        let shed = 0
+        let timeouts = 0
+        for (let i = 0; i < issued; i++) {
+          const t = sched[i]! - windowStart
+          if (t < fromMs || t >= toMs) continue
+          requests++
+          const s = status[i]!
+          if (s === 200) ok.push(ended[i]! - sched[i]!)
+          else if (s === 503) shed++
+          else if (s === TIMEOUT) timeouts++
+        }
+        return { fromMs, toMs, requests, goodput: ok.length / ((toMs - fromMs) / 1000), okP99: quantile(ok, 0.99), shed: shed / Math.max(1, requests), timeouts: timeouts / Math.max(1, requests) }
+      })
     }
 
     const summarize = (): LoadResult => {
@@ -251,7 +444,11 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         queuedShare: requests === 0 ? 0 : queued / requests,
         queueWaitP99: quantile(queueWait, 0.99),
         connections,
+        sockets: spec.sockets,
+        maxOpen,
+        connectErrors,
         ...(mix === undefined ? {} : { streams: { main: stream(false), mixed: stream(true) } }),
+        ...(spec.mode === 'open' && spec.phases !== undefined ? { segments: segments(spec.phases) } : {}),
         bins: binOk.map((o, b) => ({ goodput: o.length / (spec.binMs / 1000), okP99: quantile(o, 0.99), shed: binShed[b]!, timeouts: binTimeouts[b]! })),
         cpu: process.cpuUsage()
       }

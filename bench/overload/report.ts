@@ -27,6 +27,16 @@ export interface CellRecord {
   /** p99 of the wait for a free connection in the client (ms). */
   queueWaitP99: number
   connections: number
+  /** The generator's connection cap, and C × deadline (the outstanding requests an open loop at C holds when answers take the deadline). */
+  sockets?: number
+  cDeadline?: number
+  deadlineMs?: number
+  maxOpen?: number
+  connectErrors?: number
+  lagP50?: number
+  lagMax?: number
+  /** A fresh connection per request (`Connection: close`). */
+  reconnect?: boolean
   wastedShare: number
   maxQueued: number
   serverCpu: number
@@ -44,20 +54,20 @@ function cellText (s: Spread, f: (x: number) => string, repeats: number): string
   return `${f(s.median)} (${f(s.min)}–${f(s.max)})`
 }
 
-/** The generator did not keep the schedule: under 95 % of the rate, or p99 lag over 100 ms. */
-export const behind = (r: CellRecord): boolean => r.achievedRate < 0.95 * r.rate || r.lagP99 > 100
+/** The generator did not keep the schedule: under 95 % of the rate, or p99 lag over 10 % of the deadline (100 ms in records without one). */
+export const behind = (r: CellRecord): boolean => r.achievedRate < 0.95 * r.rate || r.lagP99 > 0.1 * (r.deadlineMs ?? 1000)
 
 export function matrixTable (records: readonly CellRecord[], model: ModelName, variants: readonly string[], loads: readonly number[], repeats: number): string {
   const lines = [
-    '| variant | offered | sent/s | goodput / C | p50 200 (ms) | p99 200 (ms) | 503 | p99 503 (ms) | timeouts | ↳ never sent | client queued | p99 client wait (ms) | gen lag p99 (ms) | wasted work | other CPU (cores) |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+    '| variant | offered | sent/s | goodput / C | p50 200 (ms) | p99 200 (ms) | 503 | p99 503 (ms) | timeouts | ↳ never sent | client queued | p99 client wait (ms) | gen lag p50 / p99 / max (ms) | sockets (C × deadline) | most open | wasted work | other CPU (cores) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
   ]
   for (const variant of variants) {
     for (const load of loads) {
       const rs = records.filter((r) => r.model === model && r.variant === variant && r.load === load)
       if (rs.length === 0) continue
       const col = (pick: (r: CellRecord) => number, f: (x: number) => string, of: (v: number[]) => Spread = spread): string => cellText(of(rs.map(pick)), f, repeats)
-      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))}${rs.some(behind) ? ' ⚠' : ''} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms, latencySpread)} | ${col((r) => r.okP99, ms, latencySpread)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms, latencySpread)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.queueWaitP99, ms)} | ${col((r) => r.lagP99, ms)} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
+      lines.push(`| ${variant} | ${load} C (${Math.round(rs[0]!.rate)}/s) | ${col((r) => r.achievedRate, (x) => x.toFixed(0))}${rs.some(behind) ? ' ⚠ generator behind' : ''} | ${col((r) => r.goodput, (x) => fmt(x, 2))} | ${col((r) => r.okP50, ms, latencySpread)} | ${col((r) => r.okP99, ms, latencySpread)} | ${col((r) => r.shedShare, pct)} | ${col((r) => r.shedP99, ms, latencySpread)} | ${col((r) => r.timeoutShare, pct)} | ${col((r) => r.timeoutQueuedShare, pct)} | ${col((r) => r.queuedShare, pct)} | ${col((r) => r.queueWaitP99, ms)} | ${col((r) => r.lagP50 ?? Number.NaN, ms)} / ${col((r) => r.lagP99, ms)} / ${col((r) => r.lagMax ?? Number.NaN, ms)} | ${rs[0]!.sockets ?? '–'} (${rs[0]!.cDeadline === undefined ? '–' : Math.round(rs[0]!.cDeadline)}) | ${col((r) => r.maxOpen ?? Number.NaN, (x) => x.toFixed(0))} | ${col((r) => r.wastedShare, pct)} | ${col((r) => r.noise, (x) => fmt(x, 2))} |`)
     }
   }
   return lines.join('\n')
@@ -78,23 +88,76 @@ export function stepTable (steps: readonly StepRecord[]): string {
   return [head, rule, ...rows].join('\n')
 }
 
-export interface PriorityRecord { variant: string, repeat: number, capacity: number, sheddable: StreamResult, critical: StreamResult, noise: number }
+export interface PriorityRecord {
+  variant: string
+  repeat: number
+  capacity: number
+  sheddable: StreamResult
+  critical: StreamResult
+  noise: number
+  /** The generator: rate asked for and sent (req/s), lag p99 and max (ms), connection cap, C × deadline, deadline. */
+  targetRate?: number
+  achievedRate?: number
+  lagP99?: number
+  lagMax?: number
+  sockets?: number
+  cDeadline?: number
+  deadlineMs?: number
+}
 
 /** The priorities scenario: per variant, what each stream got (median of the repeats, min–max). */
 export function priorityTable (records: PriorityRecord[], variants: string[]): string {
   const num = (x: number | null): number => (x === null ? Number.NaN : x)
   const cell = (xs: number[], f: (x: number) => string): string => {
     const s = spread(xs)
-    return s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`
+    return Number.isNaN(s.median) || s.min === s.max ? f(s.median) : `${f(s.median)} (${f(s.min)}–${f(s.max)})`
   }
   const lines = [
-    '| variant | critical offered/s | critical goodput / offered | critical p99 200 (ms) | critical 503 | sheddable goodput / C | sheddable p99 200 (ms) | sheddable 503 | other CPU |',
-    '| --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+    '| variant | critical offered/s | critical goodput / offered | critical p99 200 (ms) | critical 503 | sheddable goodput / C | sheddable p99 200 (ms) | sheddable 503 | sent/s | gen lag p99 / max (ms) | sockets (C × deadline) | other CPU |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
   ]
   for (const variant of variants) {
     const rs = records.filter((r) => r.variant === variant)
     if (rs.length === 0) continue
-    lines.push(`| ${variant} | ${cell(rs.map((r) => r.critical.offered), (x) => x.toFixed(0))} | ${cell(rs.map((r) => r.critical.goodput / Math.max(1, r.critical.offered)), pct)} | ${cell(rs.map((r) => num(r.critical.okP99)), ms)} | ${cell(rs.map((r) => r.critical.shed), pct)} | ${cell(rs.map((r) => r.sheddable.goodput / r.capacity), (x) => fmt(x, 2))} | ${cell(rs.map((r) => num(r.sheddable.okP99)), ms)} | ${cell(rs.map((r) => r.sheddable.shed), pct)} | ${cell(rs.map((r) => r.noise), (x) => fmt(x, 2))} |`)
+    lines.push(`| ${variant} | ${cell(rs.map((r) => r.critical.offered), (x) => x.toFixed(0))} | ${cell(rs.map((r) => r.critical.goodput / Math.max(1, r.critical.offered)), pct)} | ${cell(rs.map((r) => num(r.critical.okP99)), ms)} | ${cell(rs.map((r) => r.critical.shed), pct)} | ${cell(rs.map((r) => r.sheddable.goodput / r.capacity), (x) => fmt(x, 2))} | ${cell(rs.map((r) => num(r.sheddable.okP99)), ms)} | ${cell(rs.map((r) => r.sheddable.shed), pct)} | ${cell(rs.map((r) => r.achievedRate ?? Number.NaN), (x) => x.toFixed(0))}${rs.some((r) => r.achievedRate !== undefined && r.targetRate !== undefined && (r.achievedRate < 0.95 * r.targetRate || (r.lagP99 ?? 0) > 0.1 * (r.deadlineMs ?? 1000))) ? ' ⚠ generator behind' : ''} | ${cell(rs.map((r) => r.lagP99 ?? Number.NaN), ms)} / ${cell(rs.map((r) => r.lagMax ?? Number.NaN), ms)} | ${rs[0]!.sockets ?? '–'} (${rs[0]!.cDeadline === undefined ? '–' : Math.round(rs[0]!.cDeadline)}) | ${cell(rs.map((r) => r.noise), (x) => fmt(x, 2))} |`)
+  }
+  return lines.join('\n')
+}
+
+export interface SpikeRecord {
+  variant: string
+  model: ModelName
+  repeat: number
+  capacity: number
+  phases: { base: number, spike: number, beforeMs: number, spikeMs: number, afterMs: number, binMs: number }
+  sockets: number
+  cDeadline: number
+  deadlineMs: number
+  /** p99 of the 200s scheduled in the steady phase before the spike (the baseline). */
+  baseP99: number
+  /** The largest per-bin p99 from the spike's start on. */
+  maxBinP99: number
+  /** ms from the spike's start to the end of the last bin whose p99 is over 3 × baseP99 (or that had timeouts and no 200); 0: never over. */
+  recoveryMs: number
+  /** goodput / C over the spike's phase, and the shares of 503s and timeouts in it. */
+  spikeGoodput: number
+  spikeShed: number
+  spikeTimeouts: number
+  lagP99: number
+  lagMax: number
+  /** Per bin (binMs): p99 of the 200s scheduled in it (NaN: none) and counts. */
+  bins: Bin[]
+  noise: number
+}
+
+/** Summaries of the spike runs, one row per run. */
+export function spikeTable (records: readonly SpikeRecord[]): string {
+  const lines = [
+    '| variant | r | baseline p99 200 (ms) | worst bin p99 (ms) | back under 3 × baseline after (ms) | goodput / C in the spike | 503 in the spike | timeouts in the spike | gen lag p99 / max (ms) | sockets (C × deadline) | other CPU |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |'
+  ]
+  for (const r of records) {
+    lines.push(`| ${r.variant} | ${r.repeat} | ${ms(r.baseP99)} | ${ms(r.maxBinP99)} | ${Number.isNaN(r.recoveryMs) ? '–' : r.recoveryMs.toFixed(0)} | ${fmt(r.spikeGoodput, 2)} | ${pct(r.spikeShed)} | ${pct(r.spikeTimeouts)} | ${ms(r.lagP99)} / ${ms(r.lagMax)}${r.lagP99 > 0.1 * r.deadlineMs ? ' ⚠ generator behind' : ''} | ${r.sockets} (${Math.round(r.cDeadline)}) | ${fmt(r.noise, 2)} |`)
   }
   return lines.join('\n')
 }
