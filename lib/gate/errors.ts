@@ -1,4 +1,5 @@
 export { AdmissionError, AdmissionOptionError } from '../validation/errors.js'
+export { AdmissionCallbackError } from '../callbacks/callback-error.js'
 import { AdmissionError } from '../validation/errors.js'
 import { keepValue, show } from '../validation/show.js'
 

@@ -15,7 +15,7 @@ export function onRequestHook (plan: Plan, field: symbol): GateHook {
   return function admissionOnRequest (request, reply, done) {
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
-    first(permit)
+    run(first, permit)
   }
 }
 
@@ -33,7 +33,7 @@ export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | nu
     }
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
-    plan.onRequest(permit)
+    run(plan.onRequest, permit)
   }
 }
 
@@ -42,7 +42,7 @@ export function preHandlerHook (check: Step, field: symbol): GateHook {
   return function admissionRateCheck (request, _reply, done) {
     const permit = (request as unknown as Record<symbol, Permit>)[field]!
     permit.done = done
-    check(permit)
+    run(check, permit)
   }
 }
 
@@ -56,6 +56,19 @@ export function preHandlerByRoute (field: symbol): GateHook {
       return
     }
     permit!.done = done
-    check(permit!)
+    run(check, permit!)
+  }
+}
+
+/**
+ * Runs the plan's steps for `permit`. Every callback of the application is contained where it is
+ * called; what still throws (a logger that throws) is answered 500 unless the request was answered
+ * already (`lost`) — not left to Fastify's hook runner, which takes a falsy throw for "go on".
+ */
+function run (step: Step, permit: Permit): void {
+  try {
+    step(permit)
+  } catch (error) {
+    permit.lost(error)
   }
 }

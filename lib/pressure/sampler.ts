@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import { Contained } from '../callbacks/contained.js'
 import type { PressureSettings } from './options.js'
 import { processReadings, signalOver, type PressureReadings, type Signal } from './signals.js'
 
@@ -19,6 +20,9 @@ export class Sampler {
   private readonly settings: PressureSettings
   private readonly fastify: FastifyInstance
   private readonly log: FastifyBaseLogger
+  /** The application's `healthCheck` and `readings`, inside the error boundary. */
+  private readonly healthCalls: Contained
+  private readonly readingCalls: Contained
   private readonly changed: () => void
   private source: { read: () => PressureReadings, stop: () => void } | undefined
   private timer: NodeJS.Timeout | undefined
@@ -30,6 +34,8 @@ export class Sampler {
     this.settings = settings
     this.fastify = fastify
     this.log = fastify.log
+    this.healthCalls = new Contained(this.log, 'healthCheck', undefined, 'the server counts as unhealthy until it passes')
+    this.readingCalls = new Contained(this.log, 'readings', undefined, 'keeping the previous readings')
     this.changed = changed
     this.healthy = settings.healthCheck === undefined
   }
@@ -60,13 +66,14 @@ export class Sampler {
     this.source?.stop()
   }
 
-  /** Runs the health check: a falsy answer or a throw is unhealthy; returns what it answered. */
+  /** Runs the health check: a falsy answer, a throw or a rejection is unhealthy; returns what it answered. */
   async checkHealth (): Promise<unknown> {
     let answer: unknown
     try {
       answer = await this.settings.healthCheck!(this.fastify)
+      this.healthCalls.worked()
     } catch (error) {
-      this.log.error({ err: error }, 'fastify-admission: the pressure healthCheck threw; the server counts as unhealthy until it passes')
+      this.healthCalls.failed(error)
       answer = false
     }
     const healthy = Boolean(answer)
@@ -81,8 +88,9 @@ export class Sampler {
   sample (): void {
     try {
       this.readings = this.source!.read()
+      this.readingCalls.worked()
     } catch (error) {
-      this.log.error({ err: error }, 'fastify-admission: reading the pressure signals failed; keeping the previous readings')
+      this.readingCalls.failed(error)
     }
     this.decide()
   }

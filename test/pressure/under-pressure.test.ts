@@ -152,6 +152,12 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same(res.json(), { busy: 'rssBytes' })
     t.same(seen, ['rssBytes', 'number'])
     t.match(app.admission.stats(), { shed: 0, pressure: { handled: 1 } })
+    // One that throws is as if it were not given: the pressure 503 (under-pressure: a 500).
+    const failing = await appWith({ maxRssBytes: 1, pressureHandler: () => { throw new Error('handler bug') } })
+    t.teardown(() => failing.close())
+    const shed = await failing.inject('/')
+    t.equal(shed.statusCode, 503)
+    t.equal(shed.headers['retry-after'], '1')
   },
   '`sampleInterval`': async (t) => {
     const source = scriptedReadings()
