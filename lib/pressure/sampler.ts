@@ -1,3 +1,4 @@
+import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { Contained } from '../callbacks/contained.js'
 import type { PressureSettings } from './options.js'
@@ -10,6 +11,10 @@ const NO_READINGS: PressureReadings = Object.freeze({ eventLoopDelay: 0, eventLo
  * verdict — the signal over its limit, if any — where the request hook reads it as one field.
  * `healthCheck` runs on its own timer, one run at a time; unhealthy until its first run says
  * otherwise (as under-pressure). Started at `onReady`, stopped at `onClose`.
+ *
+ * The status route asks for the health check's answer (`health`) at whatever rate it is called:
+ * an answer younger than `sampleInterval` is reused, and a run under way is shared, so that any
+ * number of calls run the check at most once per interval (the readings it reports are that old too).
  */
 export class Sampler {
   /** The signal over its limit, or undefined: what the request hook reads. */
@@ -28,6 +33,11 @@ export class Sampler {
   private timer: NodeJS.Timeout | undefined
   private healthTimer: NodeJS.Timeout | undefined
   private stopped = false
+  /** The health check's run under way, which every caller shares. */
+  private running: Promise<unknown> | undefined
+  /** Its latest answer, and when that run ended (`performance.now()`). */
+  private answer: unknown
+  private answeredAt = -Infinity
 
   /** `changed` runs after a sample changes the verdict. */
   constructor (settings: PressureSettings, fastify: FastifyInstance, changed: () => void) {
@@ -66,8 +76,21 @@ export class Sampler {
     this.source?.stop()
   }
 
-  /** Runs the health check: a falsy answer, a throw or a rejection is unhealthy; returns what it answered. */
-  async checkHealth (): Promise<unknown> {
+  /** The health check's answer: the latest, when younger than `sampleInterval`; else a run's (shared). */
+  async health (): Promise<unknown> {
+    if (performance.now() - this.answeredAt < this.settings.sampleInterval) return this.answer
+    return await this.checkHealth()
+  }
+
+  /** Runs the health check, or joins the run under way: a falsy answer, a throw or a rejection is unhealthy; resolves with what it answered. */
+  checkHealth (): Promise<unknown> {
+    if (this.running === undefined) {
+      this.running = this.runHealth().finally(() => { this.running = undefined })
+    }
+    return this.running
+  }
+
+  private async runHealth (): Promise<unknown> {
     let answer: unknown
     try {
       answer = await this.settings.healthCheck!(this.fastify)
@@ -76,6 +99,8 @@ export class Sampler {
       this.healthCalls.failed(error)
       answer = false
     }
+    this.answer = answer
+    this.answeredAt = performance.now()
     const healthy = Boolean(answer)
     if (healthy !== this.healthy) {
       this.healthy = healthy
