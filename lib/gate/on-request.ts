@@ -15,7 +15,7 @@ export function onRequestHook (plan: Plan, field: symbol): GateHook {
   return function admissionOnRequest (request, reply, done) {
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
-    first(permit)
+    run(first, permit)
   }
 }
 
@@ -38,7 +38,7 @@ export interface ContextGate {
  * (its own hook, later in the list, then finds its permit taken and goes on).
  */
 export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | null, field: symbol, outerOf: (context: FastifyInstance) => readonly ContextGate[]): GateHook {
-  const run = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
+  const start = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void => {
     const plan = planOf(request)
     if (plan === null) {
       done()
@@ -46,7 +46,7 @@ export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | nu
     }
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
-    plan.onRequest(permit)
+    run(plan.onRequest, permit)
   }
   return function admissionOnRequest (this: FastifyInstance, request, reply, done) {
     // A context made before the registration decorated the request has no field at all (Fastify
@@ -61,12 +61,12 @@ export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | nu
       if (fields[outer.field] == null) {
         outer.hook.call(this, request, reply, (error?: Error) => {
           if (error !== undefined) done(error)
-          else run(request, reply, done)
+          else start(request, reply, done)
         })
         return
       }
     }
-    run(request, reply, done)
+    start(request, reply, done)
   }
 }
 
@@ -75,7 +75,7 @@ export function preHandlerHook (check: Step, field: symbol): GateHook {
   return function admissionRateCheck (request, _reply, done) {
     const permit = (request as unknown as Record<symbol, Permit>)[field]!
     permit.done = done
-    check(permit)
+    run(check, permit)
   }
 }
 
@@ -89,6 +89,19 @@ export function preHandlerByRoute (field: symbol): GateHook {
       return
     }
     permit!.done = done
-    check(permit!)
+    run(check, permit!)
+  }
+}
+
+/**
+ * Runs the plan's steps for `permit`. Every callback of the application is contained where it is
+ * called; what still throws (a logger that throws) is answered 500 unless the request was answered
+ * already (`lost`) — not left to Fastify's hook runner, which takes a falsy throw for "go on".
+ */
+function run (step: Step, permit: Permit): void {
+  try {
+    step(permit)
+  } catch (error) {
+    permit.lost(error)
   }
 }

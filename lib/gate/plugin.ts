@@ -5,7 +5,6 @@ import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 import { newCounters } from '../metrics/counters.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
-import type { RatesBackend } from '../rates/backend.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
 import { clientKey, gateKey } from './quotas/client-key.js'
@@ -16,7 +15,7 @@ import { onResponseHook, onSendByRoute } from './on-response.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options/options.js'
 import { validateOptions } from './options/options.js'
 import { Planner } from './plan/planner.js'
-import { openLimits, Quotas, type OpenedLimits } from './quotas/quotas.js'
+import { openLimits, Quotas } from './quotas/quotas.js'
 import { registrationAddress } from './quotas/registration-address.js'
 import { registryOver } from './registry.js'
 import { AdaptiveSampler } from './release/adaptive-sampler.js'
@@ -37,34 +36,38 @@ declare module 'fastify' {
   }
 }
 
-/**
- * One registration, top to bottom: options checked, the backend chosen (and owned when the plugin
- * made it), the shared quota opened, the in-flight slots and pressure made, a plan put on every
- * route of the context and its children, the decorator set.
- */
+/** The plugin: one registration, whose every error reaches `done` (catchable at `register` and `ready`). */
 function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (err?: Error) => void): void {
-  let settings: Settings
-  let backend: RatesBackend
-  let shared: OpenedLimits
-  let quotas: Quotas
-  let address: string
-  // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
-  let metrics: AdmissionMetrics | undefined
+  let started: Promise<void> | undefined
   try {
-    settings = validateOptions(options)
-    backend = settings.backend ?? memoryBackend(settings.maxIdentities === undefined ? {} : { maxIdentities: settings.maxIdentities })
-    // The plugin stops only a backend it made; one the application passed may serve other apps.
-    decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
-    address = registrationAddress(fastify)
-    metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
-    quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
-    // A stopped backend, one whose quota here already has another policy, or a custom backend whose limiter is not one.
-    shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
+    started = register(fastify, options)
   } catch (error) {
-    // A callback plugin must hand its error to `done`: avvio does not catch a synchronous throw.
+    // A callback plugin must hand every error to `done` (a bad option, a stopped backend, a status
+    // route that collides with a route of the application): avvio does not catch a synchronous
+    // throw, and the process would end with it.
     done(error as Error)
     return
   }
+  if (started === undefined) done()
+  else started.then(() => { done() }, done)
+}
+
+/**
+ * One registration, top to bottom: options checked, the backend chosen (and owned when the plugin
+ * made it), the shared quota opened, the in-flight slots and pressure made, a plan put on every
+ * route of the context and its children, the decorator set. A promise while the metrics start.
+ */
+function register (fastify: FastifyInstance, options: AdmissionOptions): Promise<void> | undefined {
+  const settings = validateOptions(options)
+  const backend = settings.backend ?? memoryBackend(settings.maxIdentities === undefined ? {} : { maxIdentities: settings.maxIdentities })
+  // The plugin stops only a backend it made; one the application passed may serve other apps.
+  decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
+  const address = registrationAddress(fastify)
+  // Metrics time the quotas' round trips; without them the quotas are the backend's own limiters.
+  const metrics = settings.metrics === undefined ? undefined : new AdmissionMetrics(settings.metrics)
+  const quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
+  // A stopped backend, one whose quota here already has another policy, or a custom backend whose limiter is not one.
+  const shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
 
   // The in-flight slots: a fixed limit, or the adaptive limit's, moved by its sampler.
   const global = newCounters()
@@ -143,12 +146,9 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
     },
     notFound: onRequestHook(notFound, field)
   } satisfies AdmissionDecorator))
-  if (metrics === undefined) {
-    done()
-    return
-  }
+  if (metrics === undefined) return undefined
   const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow' }
-  metrics.start(fastify, source, address).then(() => { done() }, done)
+  return metrics.start(fastify, source, address)
 }
 
 /** How many contexts enclose `fastify` (the root: 0). */

@@ -1,5 +1,6 @@
-import { channel } from 'node:diagnostics_channel'
+import { channel, type Channel } from 'node:diagnostics_channel'
 import type { FastifyRequest } from 'fastify'
+import type { Contained } from '../callbacks/contained.js'
 
 /** The `node:diagnostics_channel` name every gate decision is published on. */
 export const DECISION_CHANNEL = 'fastify-admission:decision'
@@ -40,11 +41,40 @@ export interface AdmissionDecisionEvent {
  */
 export const decisions = channel(DECISION_CHANNEL)
 
-/** Publishes a decision; callers check `decisions.hasSubscribers` first, so no event is built for nobody. */
-export function publishDecision (registration: string, request: FastifyRequest, route: string, outcome: AdmissionOutcome,
+/**
+ * Publishes a decision; callers check `decisions.hasSubscribers` first, so no event is built for
+ * nobody. Each subscriber is called inside the route's error boundary (`subscribers`).
+ */
+export function publishDecision (subscribers: Contained, registration: string, request: FastifyRequest, route: string, outcome: AdmissionOutcome,
   status: 429 | 503 | undefined, retryAfterSeconds: number | undefined, key: string | undefined, backendFailed: boolean): void {
   const event: AdmissionDecisionEvent = { registration, route, outcome, status, retryAfterSeconds, key, backendFailed, request }
-  decisions.publish(event)
+  deliver(decisions, event, subscribers)
+}
+
+type Subscriber = (message: unknown, name: string | symbol) => unknown
+
+/**
+ * Calls each subscriber of `channel` with `message`, as `channel.publish` does (in order, over the
+ * list as it stood), but inside the boundary: `publish` catches a subscriber's throw only to throw
+ * it again on the next tick as an uncaught exception, which ends the process, and leaves an async
+ * subscriber's rejection unhandled. A failure is logged once for the route (`subscribers`): one
+ * subscriber's success says nothing of another's. Node keeps the list as `_subscribers` (replaced,
+ * not changed, when one subscribes or leaves); where it does not, `publish` delivers.
+ */
+export function deliver (channel: Channel, message: unknown, subscribers: Contained): void {
+  const list = (channel as unknown as { _subscribers?: unknown })._subscribers
+  if (!Array.isArray(list)) {
+    channel.publish(message)
+    return
+  }
+  const name = channel.name
+  for (let i = 0; i < list.length; i++) {
+    try {
+      subscribers.watch((list[i] as Subscriber)(message, name))
+    } catch (error) {
+      subscribers.failed(error)
+    }
+  }
 }
 
 type LevelAware = { isLevelEnabled?: (level: string) => boolean }
@@ -55,12 +85,12 @@ type LevelAware = { isLevelEnabled?: (level: string) => boolean }
  * builds no log object; Fastify's null logger (no `logger` option) has no `isLevelEnabled` and
  * its `debug` does nothing.
  */
-export function refused (registration: string, request: FastifyRequest, route: string, outcome: Exclude<AdmissionOutcome, 'admitted'>,
+export function refused (subscribers: Contained, registration: string, request: FastifyRequest, route: string, outcome: Exclude<AdmissionOutcome, 'admitted'>,
   status: 429 | 503, retryAfterSeconds: number, key: string | undefined, backendFailed: boolean): void {
   const log = request.log
   const levels = (log as unknown as LevelAware).isLevelEnabled
   if (levels === undefined || levels.call(log, 'debug')) {
     log.debug({ route, outcome, status, retryAfterSeconds }, `fastify-admission: ${outcome}, answered ${status} with Retry-After ${retryAfterSeconds}`)
   }
-  if (decisions.hasSubscribers) publishDecision(registration, request, route, outcome, status, retryAfterSeconds, key, backendFailed)
+  if (decisions.hasSubscribers) publishDecision(subscribers, registration, request, route, outcome, status, retryAfterSeconds, key, backendFailed)
 }

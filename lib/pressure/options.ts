@@ -22,7 +22,11 @@ export interface PressureOptions {
   retryAfter?: number
   /** How often the signals are read, ms (default 1000, at least 10: the delay histogram's resolution). */
   sampleInterval?: number
-  /** A route that answers whether the server is under pressure and why: `true` (`/status`), a URL, or `{ url, routeOpts, routeSchemaOpts }`. */
+  /**
+   * A route that answers whether the server is under pressure: `true` (`/status`), a URL, or
+   * `{ url, routeOpts, routeSchemaOpts, expose }`. Anyone who can reach it reads what it exposes:
+   * by default only `{ status }`; see `expose`.
+   */
   exposeStatusRoute?: boolean | string | StatusRouteOptions
   /** An external check: falsy or a throw counts as unhealthy (a pressure signal); an object is merged into the status route's body. */
   healthCheck?: (fastify: FastifyInstance) => unknown
@@ -37,8 +41,15 @@ export interface PressureOptions {
 export type PressureHandler = (request: FastifyRequest, reply: FastifyReply, type: Signal, value: number | undefined) => unknown
 
 export interface StatusRouteOptions {
-  /** Default `/status`. */
+  /** Default `/status`; one path (no `:` parameter, no `*` wildcard). */
   url?: string
+  /**
+   * What the body says. `'status'` (the default, as under-pressure's route answers): `{ status:
+   * 'ok' }`, or `{ status: 'under-pressure' }` with a 503. `'details'`: also the reason (signal,
+   * value, limit), the readings (event-loop delay and utilization, heap, RSS), the limits, the
+   * counters and the object `healthCheck` answers — for a route only operators can reach.
+   */
+  expose?: 'status' | 'details'
   /** Route options of Fastify (not `url`, `method`, `handler` or `schema`). */
   routeOpts?: Omit<RouteShorthandOptions, 'schema' | 'config'> & { config?: Record<string, unknown> }
   /** The route's `schema`. */
@@ -59,11 +70,18 @@ export interface PressureSettings {
   readonly limits: Readonly<Partial<Record<Signal, number>>>
   readonly retryAfter: number
   readonly sampleInterval: number
-  readonly statusRoute: { readonly url: string, readonly routeOpts: Record<string, unknown>, readonly schema: Record<string, unknown> | undefined } | undefined
+  readonly statusRoute: StatusRouteSettings | undefined
   readonly healthCheck: ((fastify: FastifyInstance) => unknown) | undefined
   readonly healthCheckInterval: number | undefined
   readonly pressureHandler: PressureHandler | undefined
   readonly readings: (() => PressureReadings) | undefined
+}
+
+export interface StatusRouteSettings {
+  readonly url: string
+  readonly routeOpts: Record<string, unknown>
+  readonly schema: Record<string, unknown> | undefined
+  readonly expose: 'status' | 'details'
 }
 
 export interface QueueDelaySettings {
@@ -75,7 +93,7 @@ const complain = AdmissionOptionError.complain
 const PRESSURE_KEYS = ['maxEventLoopDelay', 'maxEventLoopUtilization', 'maxHeapUsedBytes', 'maxRssBytes', 'retryAfter', 'sampleInterval',
   'exposeStatusRoute', 'healthCheck', 'healthCheckInterval', 'pressureHandler', 'readings'] as const
 const PRESSURE_SHAPE = { keys: PRESSURE_KEYS, expected: 'an object of @fastify/under-pressure options', nullPrototype: true, options: true }
-const STATUS_SHAPE = { keys: ['url', 'routeOpts', 'routeSchemaOpts'], expected: 'an object { url?, routeOpts?, routeSchemaOpts? }', nullPrototype: true, options: true }
+const STATUS_SHAPE = { keys: ['url', 'routeOpts', 'routeSchemaOpts', 'expose'], expected: 'an object { url?, routeOpts?, routeSchemaOpts?, expose? }', nullPrototype: true, options: true }
 const QUEUE_SHAPE = { keys: ['targetMs', 'intervalMs', 'clock'], expected: 'true or an object { targetMs?, intervalMs?, clock? }', nullPrototype: true, options: true }
 /** Keys of a route that the status route sets itself. */
 const OWN_ROUTE_KEYS = ['url', 'method', 'handler', 'schema']
@@ -91,22 +109,28 @@ function plainObject (path: string, value: unknown): Record<string, unknown> {
   return exactObject(complain, path, value, { keys, expected: 'a plain object', nullPrototype: true })
 }
 
-function statusRoute (value: unknown): PressureSettings['statusRoute'] {
+// A pattern would answer every path it matches (`/:section`: every unknown GET).
+const PATTERN = /[:*]/
+const ONE_PATH = 'no `:` parameter or `*` wildcard: the status route answers one path'
+
+function statusRoute (value: unknown): StatusRouteSettings | undefined {
   const path = 'pressure.exposeStatusRoute'
   if (value === undefined || value === false) return undefined
-  if (value === true) return { url: '/status', routeOpts: {}, schema: undefined }
+  if (value === true) return { url: '/status', routeOpts: {}, schema: undefined, expose: 'status' }
   if (typeof value === 'string') {
-    if (!value.startsWith('/')) throw new AdmissionOptionError(path, 'true, a URL starting with `/`, or an object { url?, routeOpts?, routeSchemaOpts? }', value)
-    return { url: value, routeOpts: {}, schema: undefined }
+    if (!value.startsWith('/') || PATTERN.test(value)) throw new AdmissionOptionError(path, `true, a URL starting with \`/\` (${ONE_PATH}), or an object { url?, routeOpts?, routeSchemaOpts?, expose? }`, value)
+    return { url: value, routeOpts: {}, schema: undefined, expose: 'status' }
   }
   const input = exactObject(complain, path, value, STATUS_SHAPE)
   const url = input.url === undefined ? '/status' : input.url
-  if (typeof url !== 'string' || !url.startsWith('/')) throw new AdmissionOptionError(`${path}.url`, 'a URL starting with `/`', url)
+  if (typeof url !== 'string' || !url.startsWith('/') || PATTERN.test(url)) throw new AdmissionOptionError(`${path}.url`, `a URL starting with \`/\` (${ONE_PATH})`, url)
   const routeOpts = input.routeOpts === undefined ? {} : plainObject(`${path}.routeOpts`, input.routeOpts)
   const own = OWN_ROUTE_KEYS.find((key) => key in routeOpts)
   if (own !== undefined) throw new AdmissionOptionError(`${path}.routeOpts.${own}`, 'absent (the status route sets it; the schema goes in routeSchemaOpts)', routeOpts[own])
   const schema = input.routeSchemaOpts === undefined ? undefined : plainObject(`${path}.routeSchemaOpts`, input.routeSchemaOpts)
-  return { url, routeOpts, schema }
+  const expose = input.expose ?? 'status'
+  if (expose !== 'status' && expose !== 'details') throw new AdmissionOptionError(`${path}.expose`, "'status' (whether the server is under pressure) or 'details' (also its readings, limits, counters and the health check's answer)", expose)
+  return { url, routeOpts, schema, expose }
 }
 
 /** `pressure`, checked once at registration; undefined when absent. */

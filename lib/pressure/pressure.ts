@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { isThenable, type Contained } from '../callbacks/contained.js'
 import { DelayProbe } from './delay-probe.js'
 import type { PressureSettings, QueueDelaySettings } from './options.js'
 import { Sampler } from './sampler.js'
@@ -36,12 +37,17 @@ export interface PressureStatus {
 /** What pressure screens: a request with its reply (the gate's permit, for one). */
 export interface Screened { readonly request: FastifyRequest, readonly reply: FastifyReply }
 
-/** Where a screened request goes: shed (with `Retry-After` and a message), on, or to Fastify's error path. */
+/** Where a screened request goes: shed (with `Retry-After` and a message) or on; and the boundary of `pressureHandler` where it is screened. */
 export interface ScreenOutcomes<T extends Screened> {
   shed (item: T, retrySeconds: number, message: string): void
   goOn (item: T): void
-  fail (item: T, error: unknown): void
+  /** Something threw in the continuation of the handler's promise (where no hook runner catches it). */
+  lost (item: T, error: unknown): void
+  /** `pressureHandler`'s failures on this route. */
+  readonly handler: Contained
 }
+
+const UNDER_PRESSURE = 'Server is under pressure'
 
 function zeroCounts (): Record<ShedReason, number> {
   return { eventLoopDelay: 0, heapUsedBytes: 0, rssBytes: 0, healthCheck: 0, eventLoopUtilization: 0, queueDelay: 0 }
@@ -104,29 +110,44 @@ export class Pressure {
   }
 
   private underPressure<T extends Screened> (item: T, to: ScreenOutcomes<T>, over: Signal): void {
-    const settings = this.settings!
-    const handler = settings.pressureHandler
+    const handler = this.settings!.pressureHandler
     if (handler === undefined) {
-      this.shedBy[over]++
-      to.shed(item, settings.retryAfter, 'Server is under pressure')
+      this.shed(item, to, over)
       return
     }
     // As under-pressure: a promise, then the request goes on (unless it was answered); nullish,
-    // it goes on now; anything else is sent as the answer.
+    // it goes on now; anything else is sent as the answer. A handler that throws or rejects is
+    // as if it were not given — the pressure 503 — unless it answered before it failed.
     this.handled++
     const { request, reply } = item
     const value = over === 'healthCheck' ? undefined : this.sampler!.readings[over]
-    const goOn = (): void => { if (!reply.sent) to.goOn(item) }
+    const failed = (error: unknown): void => {
+      to.handler.failed(error)
+      if (!reply.sent) this.shed(item, to, over)
+    }
     let result: unknown
     try {
       result = handler(request, reply, over, value)
     } catch (error) {
-      to.fail(item, error)
+      failed(error)
       return
     }
-    if (result instanceof Promise) result.then(goOn, (error: unknown) => { to.fail(item, error) })
+    const goOn = (): void => {
+      to.handler.worked()
+      if (!reply.sent) to.goOn(item)
+    }
+    if (isThenable(result)) Promise.resolve(result).then(goOn, failed).then(undefined, (error: unknown) => { to.lost(item, error) })
     else if (result === undefined || result === null) goOn()
-    else reply.send(result)
+    else {
+      to.handler.worked()
+      reply.send(result)
+    }
+  }
+
+  /** The pressure 503, counted by the signal over its limit. */
+  private shed<T extends Screened> (item: T, to: ScreenOutcomes<T>, over: Signal): void {
+    this.shedBy[over]++
+    to.shed(item, this.settings!.retryAfter, UNDER_PRESSURE)
   }
 
   counts (): PressureCounts {

@@ -1,4 +1,6 @@
+import { performance } from 'node:perf_hooks'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import { Contained } from '../callbacks/contained.js'
 import type { PressureSettings } from './options.js'
 import { processReadings, signalOver, type PressureReadings, type Signal } from './signals.js'
 
@@ -9,6 +11,10 @@ const NO_READINGS: PressureReadings = Object.freeze({ eventLoopDelay: 0, eventLo
  * verdict — the signal over its limit, if any — where the request hook reads it as one field.
  * `healthCheck` runs on its own timer, one run at a time; unhealthy until its first run says
  * otherwise (as under-pressure). Started at `onReady`, stopped at `onClose`.
+ *
+ * The status route asks for the health check's answer (`health`) at whatever rate it is called:
+ * an answer younger than `sampleInterval` is reused, and a run under way is shared, so that any
+ * number of calls run the check at most once per interval (the readings it reports are that old too).
  */
 export class Sampler {
   /** The signal over its limit, or undefined: what the request hook reads. */
@@ -19,17 +25,27 @@ export class Sampler {
   private readonly settings: PressureSettings
   private readonly fastify: FastifyInstance
   private readonly log: FastifyBaseLogger
+  /** The application's `healthCheck` and `readings`, inside the error boundary. */
+  private readonly healthCalls: Contained
+  private readonly readingCalls: Contained
   private readonly changed: () => void
   private source: { read: () => PressureReadings, stop: () => void } | undefined
   private timer: NodeJS.Timeout | undefined
   private healthTimer: NodeJS.Timeout | undefined
   private stopped = false
+  /** The health check's run under way, which every caller shares. */
+  private running: Promise<unknown> | undefined
+  /** Its latest answer, and when that run ended (`performance.now()`). */
+  private answer: unknown
+  private answeredAt = -Infinity
 
   /** `changed` runs after a sample changes the verdict. */
   constructor (settings: PressureSettings, fastify: FastifyInstance, changed: () => void) {
     this.settings = settings
     this.fastify = fastify
     this.log = fastify.log
+    this.healthCalls = new Contained(this.log, 'healthCheck', undefined, 'the server counts as unhealthy until it passes')
+    this.readingCalls = new Contained(this.log, 'readings', undefined, 'keeping the previous readings')
     this.changed = changed
     this.healthy = settings.healthCheck === undefined
   }
@@ -60,15 +76,31 @@ export class Sampler {
     this.source?.stop()
   }
 
-  /** Runs the health check: a falsy answer or a throw is unhealthy; returns what it answered. */
-  async checkHealth (): Promise<unknown> {
+  /** The health check's answer: the latest, when younger than `sampleInterval`; else a run's (shared). */
+  async health (): Promise<unknown> {
+    if (performance.now() - this.answeredAt < this.settings.sampleInterval) return this.answer
+    return await this.checkHealth()
+  }
+
+  /** Runs the health check, or joins the run under way: a falsy answer, a throw or a rejection is unhealthy; resolves with what it answered. */
+  checkHealth (): Promise<unknown> {
+    if (this.running === undefined) {
+      this.running = this.runHealth().finally(() => { this.running = undefined })
+    }
+    return this.running
+  }
+
+  private async runHealth (): Promise<unknown> {
     let answer: unknown
     try {
       answer = await this.settings.healthCheck!(this.fastify)
+      this.healthCalls.worked()
     } catch (error) {
-      this.log.error({ err: error }, 'fastify-admission: the pressure healthCheck threw; the server counts as unhealthy until it passes')
+      this.healthCalls.failed(error)
       answer = false
     }
+    this.answer = answer
+    this.answeredAt = performance.now()
     const healthy = Boolean(answer)
     if (healthy !== this.healthy) {
       this.healthy = healthy
@@ -81,8 +113,9 @@ export class Sampler {
   sample (): void {
     try {
       this.readings = this.source!.read()
+      this.readingCalls.worked()
     } catch (error) {
-      this.log.error({ err: error }, 'fastify-admission: reading the pressure signals failed; keeping the previous readings')
+      this.readingCalls.failed(error)
     }
     this.decide()
   }

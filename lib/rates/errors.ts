@@ -1,6 +1,6 @@
 import type { Policy } from '../core/rates/types.js'
 import { complaintMessage, memberPath, type Complain } from '../validation/checks.js'
-import { show } from '../validation/show.js'
+import { keepValue, show } from '../validation/show.js'
 
 /** The stable codes of the rates capability's own errors. */
 export type RatesErrorCode =
@@ -27,7 +27,8 @@ export abstract class RatesError extends Error {
 
 /**
  * A policy, identity, cost or other argument that is not valid. `path` names the argument or field
- * (`policy.limit`, `identity[2]`, `identity.userId`, `cost`); `value` is what was given there.
+ * (`policy.limit`, `identity[2]`, `identity.userId`, `cost`); `value` is what was given there (not
+ * enumerable: an identity may come from a request, and no logger or JSON should copy it whole).
  *
  * The message reads "Expected `<subject>` to be <expected>, got <got>", where `subject` defaults
  * to `path` and `got` to the value as `show()` prints it.
@@ -39,7 +40,7 @@ export class RatesInvalidArgumentError extends RatesError {
   constructor (path: string, expected: string, value: unknown, options: { subject?: string, got?: string } = {}) {
     super('RATES_INVALID_ARGUMENT', complaintMessage({ path, expected, value, ...options }))
     this.path = path
-    this.value = value
+    keepValue(this, value)
   }
 
   /** The validation toolkit's complaints, as this error. */

@@ -1,4 +1,5 @@
 import { complaintMessage, type Complain } from './checks.js'
+import { keepValue } from './show.js'
 
 /** Every error this plugin throws by its own decision; `code` is stable across versions. */
 export class AdmissionError extends Error {
@@ -12,7 +13,7 @@ export class AdmissionError extends Error {
   }
 }
 
-/** An option or a route's `config.admission` that is not valid; `path` names it, `value` is what was given. */
+/** An option or a route's `config.admission` that is not valid; `path` names it, `value` (not enumerable) is what was given. */
 export class AdmissionOptionError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
   declare readonly path: string
@@ -20,7 +21,7 @@ export class AdmissionOptionError extends AdmissionError {
   constructor (path: string, expected: string, value: unknown, details: { subject?: string, got?: string } = {}) {
     super('ADMISSION_INVALID_OPTION', complaintMessage({ path, expected, value, ...details }))
     this.path = path
-    this.value = value
+    keepValue(this, value)
   }
 
   /** The validation toolkit's complaints, as this error. */

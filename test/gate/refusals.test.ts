@@ -145,7 +145,7 @@ t.test('a builder that throws or returns no object: logged once, the built-in bo
   }
   const failures = logs.filter((line) => /errorResponseBuilder failed/.test(String(line.msg)))
   t.equal(failures.length, 1, 'once, until it works again')
-  t.match(failures[0], { level: 50, route: 'GET /x', reason: 'limited', err: { message: 'builder bug' } })
+  t.match(failures[0], { level: 50, callback: 'errorResponseBuilder', route: 'GET /x', err: { message: 'builder bug' } })
   result = () => ({ ok: 'again' })
   t.same((await app.inject('/x')).json(), { ok: 'again' })
   result = () => 42

@@ -39,6 +39,9 @@ const BAD: Array<[option: 'pressure' | 'queueDelay', value: unknown, path: strin
   ['pressure', { exposeStatusRoute: { routeOpts: 1 } }, 'pressure.exposeStatusRoute.routeOpts', '1 (number)'],
   ['pressure', { exposeStatusRoute: { routeOpts: { handler: check } } }, 'pressure.exposeStatusRoute.routeOpts.handler', '[AsyncFunction: check]'],
   ['pressure', { exposeStatusRoute: { routeSchemaOpts: [] } }, 'pressure.exposeStatusRoute.routeSchemaOpts', '[]'],
+  ['pressure', { exposeStatusRoute: '/:section' }, 'pressure.exposeStatusRoute', "'/:section' (string)"],
+  ['pressure', { exposeStatusRoute: { url: '/health/*' } }, 'pressure.exposeStatusRoute.url', "'/health/*' (string)"],
+  ['pressure', { exposeStatusRoute: { expose: 'all' } }, 'pressure.exposeStatusRoute.expose', "'all' (string)"],
   ['queueDelay', 'yes', 'queueDelay', "'yes' (string)"],
   ['queueDelay', { targetMs: 0 }, 'queueDelay.targetMs', '0 (number)'],
   ['queueDelay', { intervalMs: 2.5 }, 'queueDelay.intervalMs', '2.5 (number)'],
@@ -79,11 +82,11 @@ t.test('good options: defaults said, values kept, frozen; absent or false is off
   t.equal(pressureSettings({ maxRssBytes: 1, sampleInterval: 2500 })!.retryAfter, 3)
   t.equal(pressureSettings({ maxRssBytes: 1, retryAfter: 10 })!.retryAfter, 10)
   t.equal(pressureSettings({ healthCheck: check, healthCheckInterval: 4500 })!.retryAfter, 5, 'the health check interval, when longer')
-  t.same(pressureSettings({ exposeStatusRoute: true })!.statusRoute, { url: '/status', routeOpts: {}, schema: undefined })
-  t.same(pressureSettings({ exposeStatusRoute: '/alive' })!.statusRoute, { url: '/alive', routeOpts: {}, schema: undefined })
+  t.same(pressureSettings({ exposeStatusRoute: true })!.statusRoute, { url: '/status', routeOpts: {}, schema: undefined, expose: 'status' })
+  t.same(pressureSettings({ exposeStatusRoute: '/alive' })!.statusRoute, { url: '/alive', routeOpts: {}, schema: undefined, expose: 'status' })
   t.same(pressureSettings({ exposeStatusRoute: false, maxRssBytes: 1 })!.statusRoute, undefined)
-  t.same(pressureSettings({ exposeStatusRoute: {} })!.statusRoute, { url: '/status', routeOpts: {}, schema: undefined })
-  t.same(pressureSettings({ exposeStatusRoute: { url: '/up', routeOpts: { logLevel: 'debug' }, routeSchemaOpts: { hide: true } } })!.statusRoute,
-    { url: '/up', routeOpts: { logLevel: 'debug' }, schema: { hide: true } })
+  t.same(pressureSettings({ exposeStatusRoute: {} })!.statusRoute, { url: '/status', routeOpts: {}, schema: undefined, expose: 'status' })
+  t.same(pressureSettings({ exposeStatusRoute: { url: '/up', routeOpts: { logLevel: 'debug' }, routeSchemaOpts: { hide: true }, expose: 'details' } })!.statusRoute,
+    { url: '/up', routeOpts: { logLevel: 'debug' }, schema: { hide: true }, expose: 'details' })
   t.ok(pressureSettings({ healthCheck: check, exposeStatusRoute: true }), 'a health check the status route runs needs no interval')
 })

@@ -95,13 +95,24 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.teardown(() => app.close())
     let res = await app.inject('/status')
     t.equal(res.statusCode, 200)
-    t.match(res.json(), { status: 'ok', underPressure: false, readings: { eventLoopDelay: 0 }, limits: { eventLoopDelay: 50 } })
+    t.same(res.json(), { status: 'ok' }, 'the status alone, as under-pressure\'s route answers')
     await source.set({ eventLoopDelay: 80 })
     res = await app.inject('/status')
     t.equal(res.statusCode, 503)
     t.equal(res.headers['retry-after'], '1')
-    t.match(res.json(), { status: 'under-pressure', underPressure: true, reason: { signal: 'eventLoopDelay', value: 80, limit: 50 } })
+    t.same(res.json(), { status: 'under-pressure' })
     t.equal(app.admission.stats().routes['GET /status'], undefined, 'not gated (a probe gets the answer, not a shed)')
+    // The details, asked for.
+    const own = scriptedReadings({ eventLoopDelay: 80 })
+    const detailed = await appWith({ maxEventLoopDelay: 50, sampleInterval: 10, readings: own.read, exposeStatusRoute: { url: '/status', expose: 'details' } })
+    t.teardown(() => detailed.close())
+    res = await detailed.inject('/status')
+    t.equal(res.statusCode, 503)
+    t.match(res.json(), { status: 'under-pressure', underPressure: true, reason: { signal: 'eventLoopDelay', value: 80, limit: 50 }, readings: { eventLoopDelay: 80 }, limits: { eventLoopDelay: 50 } })
+    await own.set({ eventLoopDelay: 0 })
+    res = await detailed.inject('/status')
+    t.equal(res.statusCode, 200)
+    t.match(res.json(), { status: 'ok', underPressure: false, readings: { eventLoopDelay: 0 }, limits: { eventLoopDelay: 50 } })
     // A URL, route options and a schema.
     let config: unknown
     const custom = await appWith({
@@ -121,24 +132,27 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
   },
   '`healthCheck`': async (t) => {
     let answer: unknown = { db: 'up' }
-    const app = await appWith({ healthCheck: async () => answer, exposeStatusRoute: true })
+    let runs = 0
+    const app = await appWith({ healthCheck: async () => { runs++; return answer }, exposeStatusRoute: { expose: 'details' }, sampleInterval: 10 })
     t.teardown(() => app.close())
     let res = await app.inject('/status')
     t.equal(res.statusCode, 200)
-    t.match(res.json(), { db: 'up', status: 'ok' }, 'an object it answers is merged into the body')
+    t.match(res.json(), { db: 'up', status: 'ok' }, 'an object it answers is merged into the body (with expose: \'details\')')
     answer = false
-    res = await app.inject('/status')
-    t.equal(res.statusCode, 503, 'the status route runs it on each call')
+    // The status route runs it when its answer is older than sampleInterval: ask until it has.
+    while (res.statusCode === 200) res = await app.inject('/status')
+    t.equal(res.statusCode, 503)
     t.match(res.json(), { reason: { signal: 'healthCheck' } })
     t.equal((await app.inject('/')).statusCode, 503, 'and gated requests are shed until it passes')
     answer = true
-    t.equal((await app.inject('/status')).statusCode, 200)
+    while (res.statusCode === 503) res = await app.inject('/status')
     t.equal((await app.inject('/')).statusCode, 200)
-    let runs = 0
-    const timed = await appWith({ healthCheck: () => ++runs > 0, healthCheckInterval: 10 })
-    await until(() => runs >= 3)
+    t.ok(runs >= 3, 'run by the status route, at most once per sample interval')
+    let timedRuns = 0
+    const timed = await appWith({ healthCheck: () => ++timedRuns > 0, healthCheckInterval: 10 })
+    await until(() => timedRuns >= 3)
     await timed.close()
-    t.ok(runs >= 3, 'healthCheckInterval re-runs it')
+    t.ok(timedRuns >= 3, 'healthCheckInterval re-runs it')
   },
   '`pressureHandler`': async (t) => {
     const seen: unknown[] = []
@@ -152,6 +166,12 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same(res.json(), { busy: 'rssBytes' })
     t.same(seen, ['rssBytes', 'number'])
     t.match(app.admission.stats(), { shed: 0, pressure: { handled: 1 } })
+    // One that throws is as if it were not given: the pressure 503 (under-pressure: a 500).
+    const failing = await appWith({ maxRssBytes: 1, pressureHandler: () => { throw new Error('handler bug') } })
+    t.teardown(() => failing.close())
+    const shed = await failing.inject('/')
+    t.equal(shed.statusCode, 503)
+    t.equal(shed.headers['retry-after'], '1')
   },
   '`sampleInterval`': async (t) => {
     const source = scriptedReadings()

@@ -3,6 +3,7 @@ import type { FastifyRequest } from 'fastify'
 import { gateKey } from '../quotas/client-key.js'
 import { AdmissionAllowListError, AdmissionOptionError } from '../errors.js'
 import { stringList } from '../../validation/checks.js'
+import { isThenable, settleUnused } from '../../callbacks/contained.js'
 
 /** `allowList` as a function: a truthy result lets the client past the rate limit (as with @fastify/rate-limit). */
 export type AllowListFunction = (request: FastifyRequest, key: string) => unknown
@@ -19,10 +20,6 @@ export type AllowMatcher = (request: FastifyRequest, key: string) => boolean
 const MAX_ENTRIES = 100_000
 const EXPECTED = 'an array of client keys, IP addresses and CIDR ranges, or a synchronous function (request, key) => boolean'
 
-function isThenable (value: unknown): boolean {
-  return value !== null && (typeof value === 'object' || typeof value === 'function') && typeof (value as { then?: unknown }).then === 'function'
-}
-
 /**
  * The `allowList` option (the plugin's or a route's), checked once. `keyed` says whether the
  * application keys clients itself (the `key` option): without it the key is the address, and an
@@ -36,7 +33,10 @@ export function allowListOption (path: string, value: unknown, keyed: boolean): 
     if (Object.prototype.toString.call(allow) === '[object AsyncFunction]') throw new AdmissionOptionError(path, 'a synchronous function (request, key) => boolean (an async function returns a promise, not an answer)', value)
     return (request, key) => {
       const answer = allow(request, key)
-      if (isThenable(answer)) throw new AdmissionAllowListError(answer)
+      if (isThenable(answer)) {
+        settleUnused(answer)
+        throw new AdmissionAllowListError(answer)
+      }
       return Boolean(answer)
     }
   }

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
-import { decisions, publishDecision, refused } from '../../metrics/events.js'
+import { Contained } from '../../callbacks/contained.js'
+import { DECISION_CHANNEL, decisions, publishDecision, refused } from '../../metrics/events.js'
 import type { GateCounters } from '../../metrics/counters.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
@@ -33,6 +34,10 @@ export interface OutcomeContext {
  * configured, but nothing is refused: what would have been is counted (`wouldLimit`,
  * `wouldShed`), logged at `info` on the request's logger, and goes on; a backend that cannot
  * decide admits. `onLimit` and `onShed` are not called: nothing was limited or shed.
+ *
+ * `onLimit`, `onShed` and the decision channel's subscribers are told inside the error boundary
+ * (`Contained`, one each for the route): whatever they throw or reject with is logged once, and
+ * the request is answered as it would have been without them.
  */
 export class Outcomes {
   private readonly context: OutcomeContext
@@ -40,19 +45,26 @@ export class Outcomes {
   private readonly refuse: Refuse
   /** A backend that cannot decide admits: `onBackendError: 'allow'`, or a gate that never refuses. */
   private readonly failOpen: boolean
+  private readonly onLimitCalls: Contained
+  private readonly onShedCalls: Contained
+  private readonly subscriberCalls: Contained
 
-  constructor (context: OutcomeContext, enforce: boolean, refuse: Refuse) {
+  constructor (context: OutcomeContext, enforce: boolean, refuse: Refuse, route: string) {
     this.context = context
     this.enforce = enforce
     this.refuse = refuse
     this.failOpen = !enforce || context.onBackendError === 'allow'
+    const log = context.log
+    this.onLimitCalls = new Contained(log, 'onLimit', route, 'the request is refused as without it')
+    this.onShedCalls = new Contained(log, 'onShed', route, 'the request is shed as without it')
+    this.subscriberCalls = new Contained(log, `a subscriber of ${DECISION_CHANNEL}`, route, 'the decision stands, and the other subscribers hear it', false)
   }
 
   /** The request goes on (it holds its permit until its work ends). */
   readonly admitted = (permit: Permit): void => {
     this.context.global.admitted++
     permit.gate.counters.admitted++
-    if (decisions.hasSubscribers) publishDecision(this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, permit.key, permit.backendFailed)
+    if (decisions.hasSubscribers) publishDecision(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, permit.key, permit.backendFailed)
     permit.done()
   }
 
@@ -76,7 +88,8 @@ export class Outcomes {
     permit.refused()
     this.context.global.limited++
     permit.gate.counters.limited++
-    if (this.context.onLimit !== undefined) this.context.onLimit(permit.request, retryAfterMs)
+    const onLimit = this.context.onLimit
+    if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, retryAfterMs)
     this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false)
   }
 
@@ -97,7 +110,8 @@ export class Outcomes {
     permit.refused()
     this.context.global.shed++
     permit.gate.counters.shed++
-    if (this.context.onShed !== undefined) this.context.onShed(permit.request)
+    const onShed = this.context.onShed
+    if (onShed !== undefined) this.onShedCalls.notify(onShed, permit.request)
     this.answer(permit, 503, seconds, 'shed', false, message)
   }
 
@@ -134,7 +148,7 @@ export class Outcomes {
   }
 
   private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string = MESSAGES[reason]): void {
-    refused(this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
+    refused(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
     ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
     this.refuse(permit, status, seconds, reason, message)
   }

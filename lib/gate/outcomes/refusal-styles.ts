@@ -1,4 +1,5 @@
-import type { FastifyBaseLogger, FastifyReply } from 'fastify'
+import type { FastifyReply } from 'fastify'
+import { isThenable, settleUnused, type Contained } from '../../callbacks/contained.js'
 import { rejection503 } from '../../core/index.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { Permit } from '../release/permit.js'
@@ -53,22 +54,18 @@ export const problem: Refuse = (permit, status, retrySeconds, reason) => {
  * so the application's `setErrorHandler`, error serializers and `onError` hooks see it.
  * `Retry-After` is set first and again on every `send` of this reply (the error handler's
  * included), so neither the value's `headers` nor a handler can make it earlier than the gate's.
- * A builder that throws or returns no object is logged (at `error`, once until it works again,
- * with the route) and the request is refused in the `fallback` style instead — never let through,
- * never a 500.
+ * A builder that throws or returns no object is logged (at `error`, once for the route until it
+ * works again: `contained`) and the request is refused in the `fallback` style instead — never
+ * let through, never a 500.
  */
-export function builder (build: ErrorResponseBuilder, fallback: Refuse, log: FastifyBaseLogger): Refuse {
-  let failing = false
+export function builder (build: ErrorResponseBuilder, fallback: Refuse, contained: Contained): Refuse {
   return (permit, status, retrySeconds, reason, message) => {
     const failure = sendBuilt(build, permit, status, retrySeconds, reason)
     if (failure === undefined) {
-      failing = false
+      contained.worked()
       return
     }
-    if (!failing) {
-      failing = true
-      log.error({ route: permit.gate.name, reason, err: failure }, `fastify-admission: errorResponseBuilder failed for ${permit.gate.name}; refusing with the built-in body until it works`)
-    }
+    contained.failed(failure)
     fallback(permit, status, retrySeconds, reason, message)
   }
 }
@@ -92,9 +89,11 @@ function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 5
     return error
   }
   // Fastify takes a falsy error for "go on": the request would pass. A promise is no response.
-  if (built === null || typeof built !== 'object' || typeof (built as { then?: unknown }).then === 'function') {
-    return new TypeError(`errorResponseBuilder returned ${built === null ? 'null' : typeof built === 'object' ? 'a promise' : `a ${typeof built}`}, not an object`)
+  if (isThenable(built)) {
+    settleUnused(built)
+    return new TypeError('errorResponseBuilder returned a promise, not an object')
   }
+  if (built === null || typeof built !== 'object') return new TypeError(`errorResponseBuilder returned ${built === null ? 'null' : `a ${typeof built}`}, not an object`)
   const retryAfter = String(retrySeconds)
   const reply = permit.reply
   const send = reply.send

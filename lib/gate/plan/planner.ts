@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
+import { Contained } from '../../callbacks/contained.js'
 import type { Pressure } from '../../pressure/pressure.js'
 import type { AllowMatcher } from '../options/allow-list.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
@@ -62,10 +63,13 @@ export interface PlanParts {
   readonly log: FastifyBaseLogger
 }
 
-/** Assembles plans for one registration; refusal styles are made once per builder and shared. */
+/**
+ * Assembles plans for one registration. Each route's application callbacks get their error
+ * boundary (`Contained`) here, one per callback and route, so that a failure is logged once for
+ * the route it failed on.
+ */
 export class Planner {
   private readonly parts: PlanParts
-  private readonly styles = new Map<ErrorResponseBuilder | undefined, Refuse>()
 
   constructor (parts: PlanParts) {
     this.parts = parts
@@ -73,7 +77,8 @@ export class Planner {
 
   plan (spec: RouteSpec): Plan {
     const parts = this.parts
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, this.style(spec.errorResponseBuilder))
+    const route = spec.gate.name
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, this.style(spec.errorResponseBuilder, route), route)
     const admitted: Step = outcomes.admitted
     const gate = spec.gate
     const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted)
@@ -83,28 +88,32 @@ export class Planner {
     if (gate.limiter !== undefined && spec.tiers !== undefined) {
       const tiers = new Map<string, Tier>()
       for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, admitted) })
-      rate = tierStep(spec.tiers.tier, tiers)
+      rate = tierStep(spec.tiers.tier, tiers, this.contained('tier', route, 'answering 500 with its error (without a tier there is no quota to decide on)'))
     }
     const allows = spec.allowList
     const keyed = gate.limiter !== undefined || allows !== undefined
+    const listed = this.contained('allowList', route, 'answering 500 with its error')
+    const keyOf = parts.keyOf
+    const key = (next: Step): Step => clientKeyStep(keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'), next)
+    const pressured = (next: Step): Step => this.pressured(outcomes, route, next)
     const ended = this.ended(spec)
     const base = { gate, ended, failures: spec.failures, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched }
     if (spec.notFound) {
-      const screened = allows === undefined ? rate : allowListStep(allows, outcomes, rate)
-      const limit = keyed ? clientKeyStep(parts.keyOf, screened) : screened
-      return { ...base, onRequest: this.pressured(outcomes, parts.globalGate ? fullGateStep(() => parts.slots.full, outcomes, limit) : limit), preHandler: undefined }
+      const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
+      const limit = keyed ? key(screened) : screened
+      return { ...base, onRequest: pressured(parts.globalGate ? fullGateStep(() => parts.slots.full, outcomes, limit) : limit), preHandler: undefined }
     }
     const take = this.take(spec.priority)
     if (allows !== undefined && parts.allowListSkipsShedding) {
       const afterShed = inFlightStep(take, outcomes, rate)
-      return { ...base, onRequest: this.pressured(outcomes, clientKeyStep(parts.keyOf, allowFirstStep(allows, take, outcomes, afterShed))), preHandler: undefined }
+      return { ...base, onRequest: pressured(key(allowFirstStep(allows, listed, take, outcomes, afterShed))), preHandler: undefined }
     }
-    const screened = allows === undefined ? rate : allowListStep(allows, outcomes, rate)
-    const limit = keyed ? clientKeyStep(parts.keyOf, screened) : screened
+    const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
+    const limit = keyed ? key(screened) : screened
     if (spec.preHandler && gate.limiter !== undefined) {
-      return { ...base, onRequest: this.pressured(outcomes, inFlightStep(take, outcomes, goOn)), preHandler: limit }
+      return { ...base, onRequest: pressured(inFlightStep(take, outcomes, goOn)), preHandler: limit }
     }
-    return { ...base, onRequest: this.pressured(outcomes, inFlightStep(take, outcomes, limit)), preHandler: undefined }
+    return { ...base, onRequest: pressured(inFlightStep(take, outcomes, limit)), preHandler: undefined }
   }
 
   /** The quota's steps for a gate: decide (synchronously where the backend can), the headers, the verdict. */
@@ -129,9 +138,14 @@ export class Planner {
   }
 
   /** Pressure first, when the registration has it. */
-  private pressured (outcomes: Outcomes, next: Step): Step {
+  private pressured (outcomes: Outcomes, route: string, next: Step): Step {
     const pressure = this.parts.pressure
-    return pressure === undefined ? next : pressureStep(pressure, outcomes, next)
+    return pressure === undefined ? next : pressureStep(pressure, outcomes, this.contained('pressureHandler', route, 'shedding with the pressure 503, as without it'), next)
+  }
+
+  /** The error boundary of one callback on one route. */
+  private contained (callback: string, route: string, instead: string): Contained {
+    return new Contained(this.parts.log, callback, route, instead)
   }
 
   /** What a permit's end does: the adaptive sampler hears it (before its slot goes back: it completed at that count), the slots, login attempts. */
@@ -147,14 +161,10 @@ export class Planner {
     }
   }
 
-  private style (build: ErrorResponseBuilder | undefined): Refuse {
-    let style = this.styles.get(build)
-    if (style === undefined) {
-      const plain = this.parts.responseBody === 'problem' ? problem : this.parts.responseBody === 'text' ? text : json
-      style = build === undefined ? plain : builder(build, plain, this.parts.log)
-      this.styles.set(build, style)
-    }
-    return style
+  /** How the route refuses: the registration's built-in body, or the route's builder over it. */
+  private style (build: ErrorResponseBuilder | undefined, route: string): Refuse {
+    const plain = this.parts.responseBody === 'problem' ? problem : this.parts.responseBody === 'text' ? text : json
+    return build === undefined ? plain : builder(build, plain, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
   }
 }
 

@@ -1,6 +1,7 @@
 import { isIPv6 } from 'node:net'
 import { Buffer } from 'node:buffer'
 import { AdmissionKeyError } from '../errors.js'
+import { isThenable, settleUnused } from '../../callbacks/contained.js'
 
 /**
  * The key of a client address. IPv4 stays as it is; an IPv4-mapped IPv6 address is its IPv4
@@ -63,7 +64,10 @@ interface WellFormed { isWellFormed (): boolean }
  * with NUL, so no escaped form can equal a plain key. Anything else is an `AdmissionKeyError`.
  */
 export function gateKey (key: unknown): string {
-  if (typeof key !== 'string') throw new AdmissionKeyError(key, key === null ? 'null' : `a value of type ${typeof key}`)
+  if (typeof key !== 'string') {
+    if (isThenable(key)) settleUnused(key)
+    throw new AdmissionKeyError(key, key === null ? 'null' : `a value of type ${typeof key}`)
+  }
   const encoded = (key as string & WellFormed).isWellFormed() && key.charCodeAt(0) !== 0 ? key : '\u0000' + JSON.stringify(key)
   if (encoded.length > SHORT_KEY) {
     const bytes = Buffer.byteLength(encoded, 'utf8')

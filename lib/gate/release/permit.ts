@@ -1,4 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { asError } from '../../callbacks/callback-error.js'
+import { isThenable } from '../../callbacks/contained.js'
 import type { RateDecision } from '../../rates/decision.js'
 import type { RouteGate } from '../route-gate.js'
 
@@ -103,10 +105,24 @@ export class Permit {
     this.end('refused')
   }
 
-  /** The gate answered the request with `error` (Fastify's error path: a 500 naming the option). */
-  fail (error: unknown): void {
+  /**
+   * The gate answered the request with `error` (Fastify's error path: a 500 naming the option, or
+   * the error `callback` threw). A thrown value that is not an Error is answered as an
+   * `AdmissionCallbackError`: Fastify would take a falsy one for "go on".
+   */
+  fail (error: unknown, callback?: string): void {
     this.end('refused')
-    this.done(error as Error)
+    this.done(asError(callback, error))
+  }
+
+  /**
+   * A step threw where no hook runner catches it — in a promise's continuation (a decision by
+   * promise, an async `pressureHandler`), as a logger that throws would: the request is answered
+   * 500 with the error unless it was answered already, so that it neither hangs nor leaves a
+   * rejection unhandled.
+   */
+  lost (error: unknown): void {
+    if (!this.reply.sent) this.fail(error)
   }
 
   /** `onResponse`: the response is over. */
@@ -230,8 +246,4 @@ function unpatchSend (reply: FastifyReply): void {
 function sending (reply: FastifyReply): boolean {
   const raw = reply.raw
   return reply.sent || raw.headersSent || raw.listenerCount('unpipe') !== 0
-}
-
-function isThenable (value: unknown): value is PromiseLike<unknown> {
-  return value !== null && typeof value === 'object' && typeof (value as { then?: unknown }).then === 'function'
 }

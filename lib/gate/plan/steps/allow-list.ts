@@ -1,11 +1,12 @@
+import type { Contained } from '../../../callbacks/contained.js'
 import type { AllowMatcher } from '../../options/allow-list.js'
 import type { Outcomes, Step } from '../../outcomes/recorder.js'
 import type { Take } from '../../release/slots.js'
 
 /** The allow list: a client on it goes on, taking nothing from its quota and getting no headers. */
-export function allowListStep (allows: AllowMatcher, outcomes: Outcomes, next: Step): Step {
+export function allowListStep (allows: AllowMatcher, contained: Contained, outcomes: Outcomes, next: Step): Step {
   return function allowList (permit) {
-    const on = onList(allows, permit)
+    const on = onList(allows, contained, permit)
     if (on === true) outcomes.allowed(permit)
     else if (on === false) next(permit)
   }
@@ -16,9 +17,9 @@ export function allowListStep (allows: AllowMatcher, outcomes: Outcomes, next: S
  * gate is full (holding a slot when one is free, so that the gauge counts it); any other goes on
  * to the in-flight gate and its quota, with its key already made.
  */
-export function allowFirstStep (allows: AllowMatcher, take: Take, outcomes: Outcomes, next: Step): Step {
+export function allowFirstStep (allows: AllowMatcher, contained: Contained, take: Take, outcomes: Outcomes, next: Step): Step {
   return function allowFirst (permit) {
-    const on = onList(allows, permit)
+    const on = onList(allows, contained, permit)
     if (on === true) {
       take(permit)
       outcomes.allowed(permit)
@@ -28,12 +29,20 @@ export function allowFirstStep (allows: AllowMatcher, take: Take, outcomes: Outc
   }
 }
 
-/** Whether the client is on the list; undefined when the application's function threw (a 500, the permit back). */
-function onList (allows: AllowMatcher, permit: Parameters<Step>[0]): boolean | undefined {
+/**
+ * Whether the client is on the list; undefined when the application's function threw (a 500 of its
+ * error, the permit back, logged once for the route): whether the client may skip its quota is not
+ * known, and neither a yes nor a no would be the application's answer.
+ */
+function onList (allows: AllowMatcher, contained: Contained, permit: Parameters<Step>[0]): boolean | undefined {
+  let on: boolean
   try {
-    return allows(permit.request, permit.key!)
+    on = allows(permit.request, permit.key!)
   } catch (error) {
-    permit.fail(error)
+    contained.failed(error)
+    permit.fail(error, 'allowList')
     return undefined
   }
+  contained.worked()
+  return on
 }

@@ -1,5 +1,5 @@
 import { ADMITTED, UNDECIDABLE, type BackendLimiter, type Verdicts } from '../../../rates/backend.js'
-import type { RateDecision } from '../../../rates/decision.js'
+import type { PolicyOutcome, RateDecision, StackDecision } from '../../../rates/decision.js'
 import { RatesUnavailableError } from '../../../rates/errors.js'
 import type { Outcomes, Step } from '../../outcomes/recorder.js'
 import type { RouteGate } from '../../route-gate.js'
@@ -27,11 +27,15 @@ export function decideNowStep (gate: RouteGate, sync: Verdicts, outcomes: Outcom
 /**
  * The client's quota on a backend that answers by promise (Redis): one round trip. Whatever the
  * backend does wrong — it cannot decide, it finds another policy at the quota's address, it
- * answers nonsense, it throws — the request is answered by `onBackendError`, counted as
- * `unavailable`, and logged once per route until a decision succeeds.
+ * answers nonsense (a stack's decision without its policies included), it throws — the request
+ * is answered by `onBackendError`, counted as `unavailable`, and logged once per route until a
+ * decision succeeds. The rest of the plan runs in the promise's continuation, where no hook runner
+ * catches a throw: one (a logger that throws) answers the request 500 (`lost`), never an
+ * unhandled rejection.
  */
 export function decideLaterStep (gate: RouteGate, limiter: BackendLimiter, outcomes: Outcomes, next: Step, admit: Step): Step {
   const cost = gate.cost
+  const policies = gate.stacked?.quotas.length
   return function decideLater (permit) {
     let pending: Promise<RateDecision>
     try {
@@ -43,8 +47,8 @@ export function decideLaterStep (gate: RouteGate, limiter: BackendLimiter, outco
     }
     Promise.resolve(pending).then(
       (decision: RateDecision) => {
-        if (!isDecision(decision)) {
-          outcomes.unavailable(permit, new RatesUnavailableError(`the backend answered ${typeof decision === 'object' ? 'an object that is not a decision' : `a ${typeof decision}`}`), undefined, admit)
+        if (!isDecision(decision) || (policies !== undefined && !hasPolicies(decision, policies))) {
+          outcomes.unavailable(permit, new RatesUnavailableError(`the backend answered ${typeof decision === 'object' ? `an object that is not a ${policies === undefined ? 'decision' : 'stack\'s decision'}` : `a ${typeof decision}`}`), undefined, admit)
           return
         }
         gate.failing = false
@@ -54,7 +58,7 @@ export function decideLaterStep (gate: RouteGate, limiter: BackendLimiter, outco
         next(permit)
       },
       (error: unknown) => { outcomes.unavailable(permit, error, undefined, admit) }
-    )
+    ).then(undefined, (error: unknown) => { permit.lost(error) })
   }
 }
 
@@ -64,6 +68,13 @@ export function verdictStep (outcomes: Outcomes, next: Step): Step {
     if (permit.admitted) next(permit)
     else outcomes.limited(permit, next)
   }
+}
+
+/** A stack's decision carries each policy's numbers (what its `RateLimit` fields say): checked, as the decision is. */
+function hasPolicies (decision: RateDecision, count: number): boolean {
+  const outcomes = (decision as Partial<StackDecision>).policies
+  return Array.isArray(outcomes) && outcomes.length === count && outcomes.every((p: Partial<PolicyOutcome> | null) =>
+    typeof p === 'object' && p !== null && Number.isSafeInteger(p.remaining) && Number.isSafeInteger(p.resetAt))
 }
 
 /** A decision as the backend contract describes it: checked, since a custom backend may get it wrong. */
