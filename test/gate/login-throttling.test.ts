@@ -90,6 +90,19 @@ t.test('what counts as a failure: a 4xx by default, or the app\'s predicate; err
   t.equal((await login(custom, 'secret')).status, 429)
 })
 
+t.test('a failed() that returns a promise (a plain function, not async): logged, nothing counted, its rejection contained', async (t) => {
+  const lines: string[] = []
+  const app = Fastify({ logger: { level: 'error', stream: { write: (line: string) => { lines.push(line) } } } })
+  t.teardown(() => app.close())
+  await app.register(admission, { backend: memoryBackend({ clock: manualClock().now }), rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 } })
+  const failed = ((): Promise<boolean> => Promise.reject(new Error('looked up too late'))) as unknown as () => boolean
+  app.post('/login', { config: { admission: { count: 'failures', failed } } }, async (_request, reply) => await reply.code(401).send('no'))
+  for (let i = 0; i < 3; i++) t.equal((await app.inject({ method: 'POST', url: '/login', payload: {} })).statusCode, 401, 'never counted: never refused')
+  await new Promise((resolve) => setImmediate(resolve))
+  t.ok(lines.some((line) => line.includes('returned a promise, not a boolean')), 'logged')
+  t.equal(lines.filter((line) => line.includes('returned a promise')).length, 1, 'once until a failure is counted')
+})
+
 t.test('a failure is counted when the key comes from the body, in preHandler', async (t) => {
   const app = await loginApp(t, memoryBackend({ clock: manualClock().now }), { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, count: 'failures', hook: 'preHandler' }, {
     key: (request: FastifyRequest) => `user:${(request.body as { user?: string } | undefined)?.user ?? ''}`

@@ -95,10 +95,20 @@ export class FailureCount {
     // Another registration's refusal (a per-account quota inside a per-address one) is no failed login.
     if (refusedByGate(reply)) return
     const key = permit.key!
+    let failed: unknown
     try {
-      if (this.failed(request, reply) !== true) return
+      failed = this.failed(request, reply)
     } catch (error) {
       this.trouble(error, 'the failed() option threw')
+      return
+    }
+    if (failed !== true) {
+      // A promise is no answer (the response is on its way now); its rejection is the
+      // application's, caught here so that it cannot end the process.
+      if (isThenable(failed)) {
+        this.trouble(undefined, 'the failed() option returned a promise, not a boolean')
+        failed.then(undefined, (error: unknown) => { this.trouble(error, 'the failed() option\'s promise rejected') })
+      }
       return
     }
     let recorded
@@ -119,4 +129,8 @@ export class FailureCount {
     this.failing = true
     this.log.error({ route: this.route, err: error }, `fastify-admission: a failed response of ${this.route} was not counted (${why}); logging again once one is`)
   }
+}
+
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }
