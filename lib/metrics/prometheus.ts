@@ -20,7 +20,7 @@ export interface MetricsSource {
   readonly admitsOnBackendError: boolean
 }
 
-/** Metric names after the prefix, as the README lists them. */
+/** Metric names after the prefix, as docs/guides/metrics.md lists them. */
 export const METRIC_NAMES = Object.freeze({
   requests: 'requests_total',
   inFlight: 'in_flight_requests',

@@ -35,7 +35,7 @@ import type { QueueDelaySettings } from './options.js'
  * their latency stays near the cut. Why not CoDel's shed share (`codelSheds`): under an open-loop
  * overload a share sheds requests whatever their age, so those served still wait behind the whole
  * turn, and CoDel's exit at the first sample under target drops the share to 0 while the offered
- * load goes on (the README has the measurements).
+ * load goes on (bench/overload/README.md has the measurements).
  */
 export class DelayProbe {
   codel: Codel = newCodel()

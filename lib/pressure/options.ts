@@ -32,7 +32,7 @@ export interface PressureOptions {
   healthCheck?: (fastify: FastifyInstance) => unknown
   /** How often `healthCheck` runs, ms; needed unless the status route calls it. */
   healthCheckInterval?: number
-  /** Called instead of the 503 of a pressure signal, as under-pressure's: see the README. */
+  /** Called instead of the 503 of a pressure signal, as under-pressure's: see docs/guides/pressure.md. */
   pressureHandler?: PressureHandler
   /** The source of readings (default: this process's): for tests, simulations or signals of your own. */
   readings?: () => PressureReadings

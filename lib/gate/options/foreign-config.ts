@@ -11,5 +11,5 @@ export function warnForeignRateLimit (route: RouteOptions, log: FastifyBaseLogge
   const config = Object(route.config) as { rateLimit?: unknown, admission?: unknown }
   if (config.rateLimit === undefined || config.admission === false) return
   const routeName = `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`
-  log.warn({ route: routeName }, `fastify-admission: ${routeName} has config.rateLimit (@fastify/rate-limit's option), which this plugin does not read; this plugin's limit for the route is config.admission.rateLimit (see "Coming from @fastify/rate-limit" in the README)`)
+  log.warn({ route: routeName }, `fastify-admission: ${routeName} has config.rateLimit (@fastify/rate-limit's option), which this plugin does not read; this plugin's limit for the route is config.admission.rateLimit (see docs/migration/rate-limit.md)`)
 }

@@ -134,11 +134,11 @@ export interface AdmissionOptions {
   version?: string
   onShed?: (request: FastifyRequest) => void
   onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
-  /** Shed on the process's signals, as @fastify/under-pressure (see the README's "Coming from @fastify/under-pressure"). */
+  /** Shed on the process's signals, as @fastify/under-pressure (see docs/migration/under-pressure.md). */
   pressure?: PressureOptions
   /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
   queueDelay?: boolean | QueueDelayOptions
-  /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see the README's "Metrics and events". */
+  /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see docs/guides/metrics.md. */
   metrics?: AdmissionMetricsOptions
 }
 
