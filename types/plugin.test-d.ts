@@ -19,8 +19,12 @@ await app.register(admission, {
   key: (request: FastifyRequest) => request.ip,
   onLimit: (_request, retryAfterMs: number) => { void retryAfterMs },
   limitStatusCode: 503,
-  responseBody: 'text'
+  responseBody: 'text',
+  fastRefusals: 'all'
 })
+await app.register(admission, { fastRefusals: false })
+// @ts-expect-error 'shed', 'all' or false
+await app.register(admission, { fastRefusals: true })
 await app.register(named, { maxInFlight: false, rateLimit: false })
 
 // @ts-expect-error an unknown option

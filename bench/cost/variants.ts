@@ -16,11 +16,11 @@ export interface CostVariant {
   readonly name: string
   readonly description: string
   /** The status of every measured response. */
-  readonly status: 200 | 429
+  readonly status: 200 | 429 | 503
   /** The variant the Δ column subtracts (default `bare`). */
   readonly base?: string
   /** `fastify` (default); `http`: node:http alone; `net`: a canned reply on a node:net socket (the load's own floor). */
-  readonly server?: 'fastify' | 'http' | 'net'
+  readonly server?: 'fastify' | 'http' | 'http503' | 'net'
   /** Fastify's `logger: true`, writing into an in-process sink (pino's serialisation counted, no write). */
   readonly logger?: boolean
   /** Plugins and hooks, registered before the route. */
@@ -86,6 +86,21 @@ function refusalFloor (rateLimitHeaders: boolean): RouteShorthandOptions {
   }
 }
 
+// A server whose health check always fails: every gated request is shed by pressure (503).
+const shedAll = { healthCheck: async () => false, healthCheckInterval: 60_000, retryAfter: 60 }
+// The floor of a shed written from constant bytes on the raw response (hijacked), keeping
+// Node's response queue (keep-alive, pipelined order): what a cheap refusal cannot go under.
+const SHED_BODY = Buffer.from('{"statusCode":503,"error":"Service Unavailable","message":"Server is under pressure, retry in 60 seconds"}')
+const SHED_HEAD = ['retry-after', '60', 'content-type', 'application/json; charset=utf-8', 'content-length', String(SHED_BODY.length)]
+const shedFloor: RouteShorthandOptions = {
+  onRequest: (_request, reply, _done) => {
+    reply.hijack()
+    reply.raw.writeHead(503, SHED_HEAD)
+    reply.raw.end(SHED_BODY)
+  },
+  onResponse: emptyHook
+}
+
 // The load's ids as IPv4 addresses (`c37` → `10.0.0.37`), or as strings of the same length that
 // are not (`k0.0.0.37`...): the two differ only in how the memory backend indexes the key.
 const asAddress = new Map<string, string>()
@@ -140,6 +155,12 @@ export const VARIANTS: readonly CostVariant[] = [
   // Routes declared before the plugin (no registration saw them): the gate's hooks are the context's.
   { name: 'admit-early', description: 'as admit, the route declared before the plugin (context-level hooks)', status: 200, byDefault: false, routeFirst: true, setup: admit },
   { name: 'optout-early', description: 'as optout, the route declared before the plugin (context-level hooks)', status: 200, byDefault: false, routeFirst: true, setup: admit, route: { config: { admission: false } } },
+  { name: 'shed', description: 'fastify-admission shedding (503: a failing health check)', status: 503, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, pressure: shedAll }) },
+  { name: 'refuse-fast', description: "fastify-admission refusing (429) from precomputed bytes, fastRefusals: 'all'", status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, fastRefusals: 'all' } as never) },
+  { name: 'refuse-fast-log', description: "as refuse-fast, logger: true", status: 429, logger: true, base: 'bare-log', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, fastRefusals: 'all' } as never) },
+  { name: 'shed-log', description: 'fastify-admission shedding (503), logger: true', status: 503, logger: true, base: 'bare-log', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, pressure: shedAll }) },
+  { name: 'shed-floor', description: 'route onRequest writes a constant 503 on the hijacked raw response + empty onResponse', status: 503, byDefault: false, route: shedFloor },
+  { name: 'node-http-503', description: 'node:http alone writing a constant 503 (writeHead with the header list, end with a buffer)', status: 503, server: 'http503', byDefault: false },
   { name: 'node-http', description: 'node:http alone, no Fastify (load + HTTP server floor)', status: 200, server: 'http' },
   { name: 'load-only', description: 'canned reply on node:net, no HTTP server (the load and sockets alone)', status: 200, server: 'net' }
 ]
@@ -181,6 +202,11 @@ export function start (v: CostVariant): Promise<Started> {
       return listenRaw(httpServer({ keepAliveTimeout: 72_000 }, (_req, res) => {
         res.setHeader('content-type', 'text/plain; charset=utf-8')
         res.end(BODY)
+      }))
+    case 'http503':
+      return listenRaw(httpServer({ keepAliveTimeout: 72_000 }, (_req, res) => {
+        res.writeHead(503, SHED_HEAD)
+        res.end(SHED_BODY)
       }))
     case 'net': {
       // Bare Fastify's reply, byte for byte but a fixed date; one request per chunk (no pipelining).

@@ -13,7 +13,7 @@
 // finds no free connection opens a new one if the cap allows, else waits in the generator's FIFO; the
 // next connection to free up (or to finish connecting) takes the FIFO's head. That wait is reported
 // (client-side queueing). With `reconnect`, every request gets a fresh connection, sends
-// `Connection: close` and the connection is closed after its response (a reconnect storm).
+// `Connection: close` and the connection is reset after its response (a reconnect storm).
 //
 // Every request has a deadline `deadlineMs` after its scheduled time: it is aborted then (its
 // connection destroyed, or it is dropped from the FIFO) and counts as a timeout. Latency is measured
@@ -227,7 +227,11 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       all.delete(c)
       open--
       if (!c.connected) connecting--
-      c.socket.destroy()
+      // A reset, not a FIN: no TIME_WAIT on either end. On one loopback host a reconnect storm's
+      // TIME_WAIT sockets use up the 4-tuples within seconds, and a SYN that meets one is dropped
+      // about half the time (random timestamp offsets): a 1 s retransmit the server never sees.
+      if (c.connected) c.socket.resetAndDestroy()
+      else c.socket.destroy()
       // A connection slot freed: a queued request may open one now.
       pump()
     }

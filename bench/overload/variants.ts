@@ -28,7 +28,7 @@ export const VARIANTS: readonly OverloadVariant[] = [
   { name: 'admission-256', description: 'fastify-admission, maxInFlight 256 (too high)', register: (app) => app.register(admission, { maxInFlight: 256, rateLimit: false }) },
   { name: 'admission-adaptive', description: 'fastify-admission, maxInFlight { adaptive: true } (no tuning)', register: (app) => app.register(admission, { maxInFlight: { adaptive: true }, rateLimit: false }) },
   { name: 'admission-codel', description: 'fastify-admission, queueDelay: true (CoDel on the event-loop delay, no tuning)', register: (app) => app.register(admission, { queueDelay: true, rateLimit: false }), noInFlightGate: true },
-  { name: 'admission-auto', description: 'fastify-admission, the no-tuning overload mode: maxInFlight { adaptive: true } and queueDelay: true', register: (app) => app.register(admission, { maxInFlight: { adaptive: true }, queueDelay: true, rateLimit: false }) },
+  { name: 'admission-auto', description: "fastify-admission, the no-tuning overload mode: maxInFlight: 'auto' (the adaptive limit and queueDelay)", register: (app) => app.register(admission, { maxInFlight: 'auto', rateLimit: false }) },
   { name: 'admission-up', description: 'fastify-admission, pressure as up-tuned (maxEventLoopDelay 50, maxEventLoopUtilization 0.98)', register: (app) => app.register(admission, { pressure: { maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98 }, rateLimit: false }), noInFlightGate: true }
 ]
 

@@ -90,6 +90,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     keyOf,
     allowListSkipsShedding: settings.allowListSkipsShedding,
     responseBody: settings.responseBody,
+    fastRefusals: settings.fastRefusals,
     log: fastify.log
   })
 

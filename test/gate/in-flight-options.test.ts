@@ -34,6 +34,23 @@ t.test('maxInFlight: { adaptive: true } starts sane with nothing else', async (t
   t.match(validateOptions({ maxInFlight: Object.assign(Object.create(null) as object, { adaptive: true }) }).maxInFlight, { adaptive: true }, 'a null-prototype bag')
 })
 
+t.test("maxInFlight: 'auto' is the adaptive limit with its defaults and queueing-delay shedding, unless queueDelay says otherwise", async (t) => {
+  const auto = validateOptions({ maxInFlight: 'auto' })
+  t.same(auto.maxInFlight, validateOptions({ maxInFlight: { adaptive: true } }).maxInFlight)
+  t.same(auto.queueDelay, validateOptions({ queueDelay: true }).queueDelay)
+  t.equal(validateOptions({ maxInFlight: 'auto', queueDelay: false }).queueDelay, undefined, 'queueDelay: false turns that half off')
+  t.match(validateOptions({ maxInFlight: 'auto', queueDelay: { targetMs: 10 } }).queueDelay, { codel: { targetMs: 10 } })
+  t.equal(validateOptions({ maxInFlight: { adaptive: true } }).queueDelay, undefined, 'the adaptive object alone adds nothing')
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { maxInFlight: 'auto', rateLimit: false })
+  app.get('/', async () => 'ok')
+  t.equal((await app.inject('/')).statusCode, 200)
+  t.match(app.admission.stats(), { limit: 20 }, 'the adaptive limit starts at its initial 20')
+  t.match(app.admission.pressure(), { queueDelay: { targetMs: 5, intervalMs: 100 } }, 'and the queue-delay shedder is on')
+  rejected(t, () => validateOptions({ maxInFlight: 'Auto' }), 'maxInFlight', 'Auto', "'Auto' (string)", "'auto', a positive safe integer or false")
+})
+
 t.test('maxInFlight: what is not a limit', async (t) => {
   const bad = (value: unknown, path: string, shown: string, expected?: string): void => { rejected(t, () => validateOptions({ maxInFlight: value }), path, value, shown, expected) }
   bad({ max: 5 }, 'maxInFlight', '{ max: 5 }', 'or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }')

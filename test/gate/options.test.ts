@@ -132,6 +132,7 @@ t.test('defaults', async (t) => {
       cost: 1,
       limitStatusCode: 429,
       responseBody: 'json',
+      fastRefusals: 'shed',
       headers: true,
       key: undefined,
       ipv6Subnet: 56,
@@ -171,6 +172,7 @@ t.test('every option, valid', async (t) => {
     cost: 20,
     limitStatusCode: 503,
     responseBody: 'text',
+    fastRefusals: 'shed',
     headers: false,
     key,
     ipv6Subnet: 64,
@@ -186,6 +188,7 @@ t.test('every option, valid', async (t) => {
     cost: 20,
     limitStatusCode: 503,
     responseBody: 'text',
+    fastRefusals: 'shed',
     headers: false,
     key,
     ipv6Subnet: 64,
@@ -296,7 +299,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, criticalReserve, allowListSkipsShedding, limitStatusCode, responseBody, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, criticalReserve, allowListSkipsShedding, limitStatusCode, responseBody, fastRefusals, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {

@@ -29,7 +29,7 @@ export interface AdaptiveSettings {
 }
 
 const complain = AdmissionOptionError.complain
-const EXPECTED = 'a positive safe integer or false, or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }'
+const EXPECTED = "'auto', a positive safe integer or false, or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }"
 const ADAPTIVE_SHAPE = { keys: ['adaptive', 'min', 'max', 'initial', 'tolerance', 'probeIntervalMs'], expected: '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
 const DEFAULTS = adaptiveLimitOptions()
 /**
@@ -57,9 +57,14 @@ function adaptiveOption (path: string, value: object): AdaptiveSettings {
   return Object.freeze({ adaptive: true, limit: adaptiveLimitOptions({ min, max, initial, tolerance, probeIntervalMs, fastWeight: WINDOW_FAST_WEIGHT }) })
 }
 
-/** The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default) or the adaptive one. */
+/**
+ * The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default) or the adaptive
+ * one; `'auto'` is the adaptive one with its defaults (the registration adds queueing-delay
+ * shedding to it unless `queueDelay` says otherwise).
+ */
 export function inFlightOption (path: string, value: unknown): number | false | AdaptiveSettings {
   if (value === undefined || value === false) return false
+  if (value === 'auto') return adaptiveOption(path, { adaptive: true })
   // An object that says `adaptive` (or a Proxy, which the toolkit refuses unread) is the adaptive
   // option; any other value is a number that is not one.
   if (typeof value === 'object' && value !== null && (types.isProxy(value) || Object.hasOwn(value, 'adaptive'))) return adaptiveOption(path, value)

@@ -82,9 +82,11 @@ export interface AdmissionRouteOptions {
 export interface AdmissionOptions {
   /**
    * Requests in flight at once before new ones are shed with 503; `false` (the default): no
-   * shedding; `{ adaptive: true }`: a limit that follows the latency of the admitted requests.
+   * shedding; `{ adaptive: true }`: a limit that follows the latency of the admitted requests;
+   * `'auto'`: the no-tuning overload mode — that adaptive limit and `queueDelay: true` (unless
+   * `queueDelay` is given).
    */
-  maxInFlight?: number | false | AdaptiveInFlightOptions
+  maxInFlight?: 'auto' | number | false | AdaptiveInFlightOptions
   /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
   criticalReserve?: number
   /** The per-client rate limit (a policy, a stack or tiers); default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
@@ -98,6 +100,15 @@ export interface AdmissionOptions {
    * (RFC 9457 `application/problem+json` with the RateLimit draft's problem types).
    */
   responseBody?: 'json' | 'text' | 'problem'
+  /**
+   * Which built-in refusals are written from precomputed bytes on the raw response, past Fastify's
+   * reply (no serializer, `onSend` hook or error handler runs for them; `onResponse` hooks and the
+   * request log still see them): `'shed'` (the default: the 503s of a full gate, queueing delay and
+   * pressure — under a flood these are the work), `'all'` (rate-limit refusals and the backend's
+   * 503 too) or `false` (every refusal through Fastify's reply). A route with an
+   * `errorResponseBuilder` always refuses through it.
+   */
+  fastRefusals?: 'shed' | 'all' | false
   /** Builds the refusal (429 or 503) the application wants, sent through Fastify's error handling; `Retry-After` stays the gate's. */
   errorResponseBuilder?: ErrorResponseBuilder
   /** Clients that skip the rate limit: keys, IP addresses and CIDR ranges, or a synchronous `(request, key) => boolean`. */
@@ -166,6 +177,7 @@ export interface Settings {
   readonly cost: number
   readonly limitStatusCode: 429 | 503
   readonly responseBody: 'json' | 'text' | 'problem'
+  readonly fastRefusals: 'shed' | 'all' | false
   readonly errorResponseBuilder: ErrorResponseBuilder | undefined
   readonly allowList: AllowMatcher | undefined
   readonly allowListSkipsShedding: boolean

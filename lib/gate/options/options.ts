@@ -19,7 +19,7 @@ export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList'] as const
 const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'fastRefusals', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -105,6 +105,8 @@ export function validateOptions (options: unknown): Settings {
   if (statusCode !== 429 && statusCode !== 503) throw new AdmissionOptionError('limitStatusCode', '429 or 503', statusCode)
   const body = input.responseBody === undefined ? 'json' : input.responseBody
   if (body !== 'json' && body !== 'text' && body !== 'problem') throw new AdmissionOptionError('responseBody', "'json', 'text' or 'problem'", body)
+  const fast = input.fastRefusals === undefined ? 'shed' : input.fastRefusals
+  if (fast !== 'shed' && fast !== 'all' && fast !== false) throw new AdmissionOptionError('fastRefusals', "'shed' (the default), 'all' or false", fast)
   const headers = input.headers === undefined ? true : input.headers
   if (typeof headers !== 'boolean') throw new AdmissionOptionError('headers', 'a boolean', headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
@@ -120,6 +122,7 @@ export function validateOptions (options: unknown): Settings {
     cost: costOption(input.cost, rateLimit),
     limitStatusCode: statusCode,
     responseBody: body,
+    fastRefusals: fast,
     errorResponseBuilder: builderOption('errorResponseBuilder', input.errorResponseBuilder),
     allowList,
     allowListSkipsShedding: skipsSheddingOption('allowListSkipsShedding', input.allowListSkipsShedding, allowList !== undefined, hook),
@@ -135,7 +138,8 @@ export function validateOptions (options: unknown): Settings {
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
     onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
     pressure: pressureSettings(input.pressure),
-    queueDelay: queueDelaySettings(input.queueDelay),
+    // `maxInFlight: 'auto'` is the no-tuning overload mode: the adaptive limit and queueing-delay shedding.
+    queueDelay: queueDelaySettings(input.queueDelay === undefined && input.maxInFlight === 'auto' ? true : input.queueDelay),
     metrics: metricsOption(input.metrics)
   })
 }

@@ -11,6 +11,9 @@ import { kGateRefusal, MESSAGES, retrySeconds, type RefusalReason } from './refu
 
 export type { Step }
 
+/** How a route sends each kind of refusal: through Fastify's reply, from precomputed bytes, or by the application's builder. */
+export type Refusals = Readonly<Record<RefusalReason, Refuse>>
+
 /** What every route's outcomes share: the registration's counters, callbacks and logger. */
 export interface OutcomeContext {
   readonly global: GateCounters
@@ -28,7 +31,7 @@ export interface OutcomeContext {
  * Where a route's outcomes are recorded — admitted, limited, shed, unavailable, would-limit,
  * would-shed — in one place: the counters (the route's gate and the registration's), the log line,
  * the diagnostics event, the application's `onLimit`/`onShed`, and the refusal itself. Whether a
- * full gate or an empty quota refuses (`enforce`) and how a refusal looks (`refuse`) are data.
+ * full gate or an empty quota refuses (`enforce`) and how each kind of refusal is sent (`refusals`) are data.
  *
  * `enforce: false` (shadow mode, a dry run): the quota decides and the headers are set as
  * configured, but nothing is refused: what would have been is counted (`wouldLimit`,
@@ -42,17 +45,17 @@ export interface OutcomeContext {
 export class Outcomes {
   private readonly context: OutcomeContext
   private readonly enforce: boolean
-  private readonly refuse: Refuse
+  private readonly refusals: Refusals
   /** A backend that cannot decide admits: `onBackendError: 'allow'`, or a gate that never refuses. */
   private readonly failOpen: boolean
   private readonly onLimitCalls: Contained
   private readonly onShedCalls: Contained
   private readonly subscriberCalls: Contained
 
-  constructor (context: OutcomeContext, enforce: boolean, refuse: Refuse, route: string) {
+  constructor (context: OutcomeContext, enforce: boolean, refusals: Refusals, route: string) {
     this.context = context
     this.enforce = enforce
-    this.refuse = refuse
+    this.refusals = refusals
     this.failOpen = !enforce || context.onBackendError === 'allow'
     const log = context.log
     this.onLimitCalls = new Contained(log, 'onLimit', route, 'the request is refused as without it')
@@ -150,6 +153,6 @@ export class Outcomes {
   private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string = MESSAGES[reason]): void {
     refused(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
     ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
-    this.refuse(permit, status, seconds, reason, message)
+    this.refusals[reason](permit, status, seconds, reason, message)
   }
 }

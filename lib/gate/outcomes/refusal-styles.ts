@@ -10,22 +10,25 @@ export type Refuse = (permit: Permit, status: 429 | 503, retrySeconds: number, r
 
 const REASONS = { 429: 'Too Many Requests', 503: 'Service Unavailable' } as const
 
-/**
- * The built-in JSON body, as Fastify's own errors look. Every value is built from integers and
- * constants: nothing from the request reaches a header or the body.
- */
-export const json: Refuse = (permit, status, retrySeconds, _reason, message) => {
-  permit.reply
-    .code(status)
-    .header('retry-after', String(retrySeconds))
-    .header('content-type', 'application/json; charset=utf-8')
-    .send(`{"statusCode":${status},"error":"${REASONS[status]}","message":"${refusalText(message, retrySeconds)}"}`)
+/** A built-in refusal's content: its type and body, from the status, the wait and the reason alone. */
+export interface RefusalContent {
+  readonly contentType: string
+  readonly body: string
 }
 
+/** A built-in body style (`responseBody`). Every value is built from integers and constants: nothing from the request reaches a header or the body. */
+export type BodyStyle = (status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string) => RefusalContent
+
+/** The JSON body, as Fastify's own errors look. */
+export const json: BodyStyle = (status, retrySeconds, _reason, message) => ({
+  contentType: 'application/json; charset=utf-8',
+  body: `{"statusCode":${status},"error":"${REASONS[status]}","message":"${refusalText(message, retrySeconds)}"}`
+})
+
 /** The core's plain-text refusal (`lim rejected`), with the status asked for. */
-export const text: Refuse = (permit, status, retrySeconds) => {
+export const text: BodyStyle = (_status, retrySeconds) => {
   const plain = rejection503(retrySeconds)
-  permit.reply.code(status).headers(plain.headers).send(plain.body)
+  return { contentType: plain.headers['content-type'], body: plain.body }
 }
 
 // The problem types of the IETF httpapi-ratelimit-headers draft (registered in IANA's HTTP
@@ -36,17 +39,31 @@ const REDUCED_CAPACITY = '{"type":"https://iana.org/assignments/http-problem-typ
 /**
  * An RFC 9457 `application/problem+json` refusal. A quota's refusal is `quota-exceeded`, naming the
  * policy it violated; a full gate or a backend that cannot decide is `temporary-reduced-capacity`
- * (the client's quota is not the cause). Built from integers and constants only.
+ * (the client's quota is not the cause).
  */
-export const problem: Refuse = (permit, status, retrySeconds, reason) => {
+export const problem: BodyStyle = (status, retrySeconds, reason) => {
   const detail = `"detail":"${refusalText(MESSAGES[reason], retrySeconds)}"`
-  permit.reply
-    .code(status)
-    .header('retry-after', String(retrySeconds))
-    .header('content-type', 'application/problem+json; charset=utf-8')
-    .send(reason === 'limited'
+  return {
+    contentType: 'application/problem+json; charset=utf-8',
+    body: reason === 'limited'
       ? `${QUOTA_EXCEEDED},"status":${status},${detail},"violated-policies":["default"]}`
-      : `${REDUCED_CAPACITY},"status":${status},${detail}}`)
+      : `${REDUCED_CAPACITY},"status":${status},${detail}}`
+  }
+}
+
+/**
+ * A built-in refusal sent through Fastify's reply: the application's `onSend` hooks see it (and
+ * may change it); `onResponse` hooks and the request log see it as sent.
+ */
+export function throughReply (style: BodyStyle): Refuse {
+  return (permit, status, retrySeconds, reason, message) => {
+    const content = style(status, retrySeconds, reason, message)
+    permit.reply
+      .code(status)
+      .header('retry-after', String(retrySeconds))
+      .header('content-type', content.contentType)
+      .send(content.body)
+  }
 }
 
 /**

@@ -4,8 +4,9 @@ import type { Pressure } from '../../pressure/pressure.js'
 import type { AllowMatcher } from '../options/allow-list.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { FailureCount } from './login-attempts.js'
-import { Outcomes, type OutcomeContext, type Step } from '../outcomes/recorder.js'
-import { builder, json, problem, text, type Refuse } from '../outcomes/refusal-styles.js'
+import { rawRefusal } from '../outcomes/raw-refusal.js'
+import { Outcomes, type OutcomeContext, type Refusals, type Step } from '../outcomes/recorder.js'
+import { builder, json, problem, text, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
 import { CRITICAL, SHEDDABLE, type Priority } from '../release/priority.js'
 import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
 import type { EndListener, Permit, PermitRoute } from '../release/permit.js'
@@ -60,6 +61,8 @@ export interface PlanParts {
   readonly keyOf: (request: FastifyRequest) => string
   readonly allowListSkipsShedding: boolean
   readonly responseBody: 'json' | 'text' | 'problem'
+  /** Which built-in refusals are written from precomputed bytes (`fastRefusals`). */
+  readonly fastRefusals: 'shed' | 'all' | false
   readonly log: FastifyBaseLogger
 }
 
@@ -70,9 +73,15 @@ export interface PlanParts {
  */
 export class Planner {
   private readonly parts: PlanParts
+  /** The registration's built-in refusals, shared by every route without a builder. */
+  private readonly builtIn: Refusals
 
   constructor (parts: PlanParts) {
     this.parts = parts
+    const style = parts.responseBody === 'problem' ? problem : parts.responseBody === 'text' ? text : json
+    const reply = throughReply(style)
+    const fast = parts.fastRefusals === false ? reply : rawRefusal(style)
+    this.builtIn = Object.freeze({ shed: fast, limited: parts.fastRefusals === 'all' ? fast : reply, unavailable: parts.fastRefusals === 'all' ? fast : reply })
   }
 
   plan (spec: RouteSpec): Plan {
@@ -161,10 +170,13 @@ export class Planner {
     }
   }
 
-  /** How the route refuses: the registration's built-in body, or the route's builder over it. */
-  private style (build: ErrorResponseBuilder | undefined, route: string): Refuse {
-    const plain = this.parts.responseBody === 'problem' ? problem : this.parts.responseBody === 'text' ? text : json
-    return build === undefined ? plain : builder(build, plain, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
+  /** How the route refuses: the registration's built-in refusals, or the route's builder (over the built-in body, should it fail) for every kind. */
+  private style (build: ErrorResponseBuilder | undefined, route: string): Refusals {
+    const builtIn = this.builtIn
+    if (build === undefined) return builtIn
+    const fallback: Refuse = (permit, status, seconds, reason, message) => { builtIn[reason](permit, status, seconds, reason, message) }
+    const built: Refuse = builder(build, fallback, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
+    return { shed: built, limited: built, unavailable: built }
   }
 }
 
