@@ -5,6 +5,7 @@ import admission, {
   admission as named,
   AdmissionError,
   AdmissionOptionError,
+  AdmissionRefusalError,
   type AdmissionOptions,
   type AdmissionStats,
   type AdmissionRouteOptions,
@@ -23,6 +24,16 @@ await app.register(admission, {
   fastRefusals: 'all'
 })
 await app.register(admission, { fastRefusals: false })
+await app.register(admission, { responseBody: 'error' })
+app.setErrorHandler((error, _request, reply) => {
+  if (error instanceof AdmissionRefusalError) {
+    const seconds: number = error.retryAfterSeconds
+    const status: 429 | 503 = error.statusCode
+    const code: 'ADMISSION_LIMITED' | 'ADMISSION_SHED' | 'ADMISSION_UNAVAILABLE' = error.code
+    return reply.code(status).send({ seconds, code, reason: error.reason })
+  }
+  return reply.send(error)
+})
 // @ts-expect-error 'shed', 'all' or false
 await app.register(admission, { fastRefusals: true })
 await app.register(named, { maxInFlight: false, rateLimit: false })

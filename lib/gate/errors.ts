@@ -2,6 +2,7 @@ export { AdmissionError, AdmissionOptionError } from '../validation/errors.js'
 export { AdmissionCallbackError } from '../callbacks/callback-error.js'
 import { AdmissionError } from '../validation/errors.js'
 import { keepValue, show } from '../validation/show.js'
+import type { RefusalReason } from './outcomes/refusal-text.js'
 
 export { show }
 
@@ -48,5 +49,31 @@ export class AdmissionTierError extends AdmissionError {
   constructor (value: unknown, tiers: readonly string[]) {
     super('ADMISSION_UNKNOWN_TIER', `Expected the \`tier\` function to return one of ${tiers.map((t) => JSON.stringify(t)).join(', ')}, got ${typeof value === 'string' ? 'another name' : value === undefined || value === null ? String(value) : `a ${typeof value}`}`)
     keepValue(this, value)
+  }
+}
+
+/** The stable `code` of a refusal, by why the gate refused. */
+const REFUSAL_CODES = { limited: 'ADMISSION_LIMITED', shed: 'ADMISSION_SHED', unavailable: 'ADMISSION_UNAVAILABLE' } as const
+
+/**
+ * A refusal of the gate, handed to Fastify's error handling (`responseBody: 'error'`): the
+ * application's `setErrorHandler` and `onError` hooks see it, and Fastify's default handler
+ * answers it as any error with a `statusCode`. `Retry-After` (and the `RateLimit` fields) stay
+ * the gate's whatever the handler sends. Built from integers and constants only: nothing from
+ * the request is in it.
+ */
+export class AdmissionRefusalError extends AdmissionError {
+  static { Object.defineProperty(this, 'name', { value: 'AdmissionRefusalError' }) }
+  declare readonly code: typeof REFUSAL_CODES[RefusalReason]
+  /** 429 for a quota (or `limitStatusCode`), 503 for a full gate, pressure or a backend that cannot decide. */
+  readonly statusCode: 429 | 503
+  readonly reason: RefusalReason
+  /** The `Retry-After` sent with it, in seconds. */
+  readonly retryAfterSeconds: number
+  constructor (statusCode: 429 | 503, reason: RefusalReason, retryAfterSeconds: number, message: string) {
+    super(REFUSAL_CODES[reason], message)
+    this.statusCode = statusCode
+    this.reason = reason
+    this.retryAfterSeconds = retryAfterSeconds
   }
 }

@@ -157,6 +157,30 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same(refused.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Retry in 60 seconds', max: 1, ttl: 60_000 })
   },
 
+  'the 429 through `setErrorHandler`': async (t) => {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    // The application shapes every error in one handler, the 429 among them.
+    app.setErrorHandler((error, _request, reply) => reply.code((error as { statusCode?: number }).statusCode ?? 500).send({ shaped: (error as { code?: string }).code }))
+    await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 }, responseBody: 'error' })
+    app.get('/', async () => 'ok')
+    await app.inject('/')
+    const refused = await app.inject('/')
+    t.equal(refused.statusCode, 429)
+    t.same(refused.json(), { shaped: 'ADMISSION_LIMITED' })
+    t.equal(refused.headers['retry-after'], '60')
+    // Without responseBody: 'error' the built-in body is sent and the handler never sees it.
+    let handled = 0
+    const direct = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 } }, (app) => {
+      app.setErrorHandler((error, _request, reply) => { handled++; return reply.send(error) })
+      app.get('/', async () => 'ok')
+    })
+    t.teardown(() => direct.close())
+    await direct.inject('/')
+    t.equal((await direct.inject('/')).json().error, 'Too Many Requests')
+    t.equal(handled, 0, 'the handler never saw it')
+  },
+
   '`hook`': async (t) => {
     const other = Fastify()
     t.teardown(() => other.close())

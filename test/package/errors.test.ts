@@ -22,6 +22,7 @@ const concrete: Array<{ name: string, base: string, code: string, make: (X: Erro
   { name: 'AdmissionTierError', base: 'AdmissionError', code: 'ADMISSION_UNKNOWN_TIER', make: (X) => new (X as unknown as new (v: unknown, tiers: string[]) => Error)(7, ['free', 'pro']) },
   { name: 'AdmissionScopeError', base: 'AdmissionError', code: 'ADMISSION_UNGATED_ROUTE', make: (X) => new (X as unknown as new (routes: string[]) => Error)(['GET /x']) },
   { name: 'AdmissionCallbackError', base: 'AdmissionError', code: 'ADMISSION_CALLBACK_FAILED', make: (X) => new (X as unknown as new (c: string, v: unknown) => Error)('key', undefined) },
+  { name: 'AdmissionRefusalError', base: 'AdmissionError', code: 'ADMISSION_SHED', make: (X) => new (X as unknown as new (s: number, r: string, n: number, m: string) => Error)(503, 'shed', 1, 'Server is at capacity, retry in 1 second') },
   { name: 'RatesInvalidArgumentError', base: 'RatesError', code: 'RATES_INVALID_ARGUMENT', make: (X) => new (X as unknown as new (p: string, e: string, v: unknown) => Error)('cost', 'one', 0) },
   { name: 'RatesPolicyConflictError', base: 'RatesError', code: 'RATES_POLICY_CONFLICT', make: (X) => new (X as unknown as new (n: string, a: unknown, b: unknown) => Error)('send', policy, { ...policy, limit: 2 }) },
   { name: 'RatesUnavailableError', base: 'RatesError', code: 'RATES_UNAVAILABLE', make: (X) => new (X as unknown as new (r: string) => Error)('full') },

@@ -96,17 +96,19 @@ export interface AdmissionOptions {
   /** Status of a rate-limited request: 429 (the default) or 503 (the seed's v1 wire format). */
   limitStatusCode?: 429 | 503
   /**
-   * Body of a refusal: `'json'` (the default), `'text'` (`lim rejected`, 12 bytes) or `'problem'`
-   * (RFC 9457 `application/problem+json` with the RateLimit draft's problem types).
+   * Body of a refusal: `'json'` (the default), `'text'` (`lim rejected`, 12 bytes), `'problem'`
+   * (RFC 9457 `application/problem+json` with the RateLimit draft's problem types) or `'error'`:
+   * an `AdmissionRefusalError` handed to Fastify's error handling (`setErrorHandler`, `onError`),
+   * as @fastify/rate-limit does (then no refusal is written from bytes: `fastRefusals` is false).
    */
-  responseBody?: 'json' | 'text' | 'problem'
+  responseBody?: 'json' | 'text' | 'problem' | 'error'
   /**
    * Which built-in refusals are written from precomputed bytes on the raw response, past Fastify's
    * reply (no serializer, `onSend` hook or error handler runs for them; `onResponse` hooks and the
    * request log still see them): `'shed'` (the default: the 503s of a full gate, queueing delay and
    * pressure — under a flood these are the work), `'all'` (rate-limit refusals and the backend's
-   * 503 too) or `false` (every refusal through Fastify's reply). A route with an
-   * `errorResponseBuilder` always refuses through it.
+   * 503 too) or `false` (every refusal through Fastify's reply; the default with
+   * `responseBody: 'error'`). A route with an `errorResponseBuilder` always refuses through it.
    */
   fastRefusals?: 'shed' | 'all' | false
   /** Builds the refusal (429 or 503) the application wants, sent through Fastify's error handling; `Retry-After` stays the gate's. */
@@ -176,7 +178,7 @@ export interface Settings {
   readonly rateLimit: Limits | false
   readonly cost: number
   readonly limitStatusCode: 429 | 503
-  readonly responseBody: 'json' | 'text' | 'problem'
+  readonly responseBody: 'json' | 'text' | 'problem' | 'error'
   readonly fastRefusals: 'shed' | 'all' | false
   readonly errorResponseBuilder: ErrorResponseBuilder | undefined
   readonly allowList: AllowMatcher | undefined

@@ -104,9 +104,10 @@ export function validateOptions (options: unknown): Settings {
   const statusCode = input.limitStatusCode === undefined ? 429 : input.limitStatusCode
   if (statusCode !== 429 && statusCode !== 503) throw new AdmissionOptionError('limitStatusCode', '429 or 503', statusCode)
   const body = input.responseBody === undefined ? 'json' : input.responseBody
-  if (body !== 'json' && body !== 'text' && body !== 'problem') throw new AdmissionOptionError('responseBody', "'json', 'text' or 'problem'", body)
-  const fast = input.fastRefusals === undefined ? 'shed' : input.fastRefusals
+  if (body !== 'json' && body !== 'text' && body !== 'problem' && body !== 'error') throw new AdmissionOptionError('responseBody', "'json', 'text', 'problem' or 'error'", body)
+  const fast = input.fastRefusals === undefined ? (body === 'error' ? false : 'shed') : input.fastRefusals
   if (fast !== 'shed' && fast !== 'all' && fast !== false) throw new AdmissionOptionError('fastRefusals', "'shed' (the default), 'all' or false", fast)
+  if (body === 'error' && fast !== false) throw new AdmissionOptionError('fastRefusals', "false or unset with responseBody: 'error' (a refusal handed to the error handler is not written from bytes)", fast)
   const headers = input.headers === undefined ? true : input.headers
   if (typeof headers !== 'boolean') throw new AdmissionOptionError('headers', 'a boolean', headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)

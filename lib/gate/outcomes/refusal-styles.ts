@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify'
 import { isThenable, settleUnused, type Contained } from '../../callbacks/contained.js'
 import { rejection503 } from '../../core/index.js'
+import { AdmissionRefusalError } from '../errors.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { Permit } from '../release/permit.js'
 import { inWords, MESSAGES, refusalText, type RefusalReason } from './refusal-text.js'
@@ -67,10 +68,9 @@ export function throughReply (style: BodyStyle): Refuse {
 }
 
 /**
- * The application's `errorResponseBuilder`: its value is handed to Fastify as the request's error,
- * so the application's `setErrorHandler`, error serializers and `onError` hooks see it.
- * `Retry-After` is set first and again on every `send` of this reply (the error handler's
- * included), so neither the value's `headers` nor a handler can make it earlier than the gate's.
+ * The application's `errorResponseBuilder`: its value is handed to Fastify as the request's error
+ * (`toErrorHandling`), so the application's `setErrorHandler`, error serializers and `onError`
+ * hooks see it, and `Retry-After` stays the gate's.
  * A builder that throws or returns no object is logged (at `error`, once for the route until it
  * works again: `contained`) and the request is refused in the `fallback` style instead — never
  * let through, never a 500.
@@ -111,6 +111,26 @@ function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 5
     return new TypeError('errorResponseBuilder returned a promise, not an object')
   }
   if (built === null || typeof built !== 'object') return new TypeError(`errorResponseBuilder returned ${built === null ? 'null' : `a ${typeof built}`}, not an object`)
+  toErrorHandling(permit, status, retrySeconds, built)
+  return undefined
+}
+
+/**
+ * `responseBody: 'error'`: the refusal is an `AdmissionRefusalError` handed to Fastify's error
+ * handling, as @fastify/rate-limit's 429 is — the application's `setErrorHandler` and `onError`
+ * hooks see it (and may answer it their way: another body, a redirect); Fastify's default handler
+ * answers `{ statusCode, code, error, message }`.
+ */
+export const throughErrors: Refuse = (permit, status, retrySeconds, reason, message) => {
+  toErrorHandling(permit, status, retrySeconds, new AdmissionRefusalError(status, reason, retrySeconds, refusalText(message, retrySeconds)))
+}
+
+/**
+ * Hands `error` to Fastify's error handling with the refusal's status. `Retry-After` is set first
+ * and again on every `send` of this reply (the error handler's included), so neither the error's
+ * `headers` nor a handler can make it earlier than the gate's.
+ */
+function toErrorHandling (permit: Permit, status: 429 | 503, retrySeconds: number, error: object): void {
   const retryAfter = String(retrySeconds)
   const reply = permit.reply
   const send = reply.send
@@ -119,6 +139,5 @@ function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 5
     return send.call(this, payload)
   }
   reply.code(status).header('retry-after', retryAfter)
-  permit.done(built as Error)
-  return undefined
+  permit.done(error as Error)
 }

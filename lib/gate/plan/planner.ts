@@ -6,7 +6,7 @@ import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { FailureCount } from './login-attempts.js'
 import { rawRefusal } from '../outcomes/raw-refusal.js'
 import { Outcomes, type OutcomeContext, type Refusals, type Step } from '../outcomes/recorder.js'
-import { builder, json, problem, text, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
+import { builder, json, problem, text, throughErrors, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
 import { CRITICAL, SHEDDABLE, type Priority } from '../release/priority.js'
 import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
 import type { EndListener, Permit, PermitRoute } from '../release/permit.js'
@@ -60,7 +60,7 @@ export interface PlanParts {
   readonly headers: boolean
   readonly keyOf: (request: FastifyRequest) => string
   readonly allowListSkipsShedding: boolean
-  readonly responseBody: 'json' | 'text' | 'problem'
+  readonly responseBody: 'json' | 'text' | 'problem' | 'error'
   /** Which built-in refusals are written from precomputed bytes (`fastRefusals`). */
   readonly fastRefusals: 'shed' | 'all' | false
   readonly log: FastifyBaseLogger
@@ -79,7 +79,7 @@ export class Planner {
   constructor (parts: PlanParts) {
     this.parts = parts
     const style = parts.responseBody === 'problem' ? problem : parts.responseBody === 'text' ? text : json
-    const reply = throughReply(style)
+    const reply = parts.responseBody === 'error' ? throughErrors : throughReply(style)
     const fast = parts.fastRefusals === false ? reply : rawRefusal(style)
     this.builtIn = Object.freeze({ shed: fast, limited: parts.fastRefusals === 'all' ? fast : reply, unavailable: parts.fastRefusals === 'all' ? fast : reply })
   }
