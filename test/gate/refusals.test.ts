@@ -232,7 +232,7 @@ t.test('errorResponseBuilder and responseBody are checked at registration', asyn
   for (const [options, path, message] of [
     [{ errorResponseBuilder: 'json' }, 'errorResponseBuilder', "Expected `errorResponseBuilder` to be a function (request, context) => object, got 'json' (string)"],
     [{ errorResponseBuilder: async () => ({}) }, 'errorResponseBuilder', /a synchronous function \(request, context\) => object/],
-    [{ responseBody: 'problem+json' }, 'responseBody', "Expected `responseBody` to be 'json', 'text' or 'problem', got 'problem+json' (string)"]
+    [{ responseBody: 'problem+json' }, 'responseBody', "Expected `responseBody` to be 'json', 'text', 'problem' or 'error', got 'problem+json' (string)"]
   ] as Array<[Record<string, unknown>, string, string | RegExp]>) {
     const app = Fastify()
     const error = await app.register(admission, options as AdmissionOptions).ready().then(() => undefined, (e: unknown) => e)
