@@ -17,6 +17,13 @@ export interface PressureReadings {
 /** A reason to be under pressure; the names are @fastify/under-pressure's `TYPE_*` values. */
 export type Signal = 'eventLoopDelay' | 'heapUsedBytes' | 'rssBytes' | 'healthCheck' | 'eventLoopUtilization'
 
+/** @fastify/under-pressure's names of the signals, with its values: `pressureHandler`'s `type`, `reason.signal`. */
+export const TYPE_EVENT_LOOP_DELAY = 'eventLoopDelay' satisfies Signal
+export const TYPE_HEAP_USED_BYTES = 'heapUsedBytes' satisfies Signal
+export const TYPE_RSS_BYTES = 'rssBytes' satisfies Signal
+export const TYPE_HEALTH_CHECK = 'healthCheck' satisfies Signal
+export const TYPE_EVENT_LOOP_UTILIZATION = 'eventLoopUtilization' satisfies Signal
+
 /** The order under-pressure checks them in: the first one over its limit is the reason given. */
 export const SIGNALS: readonly Signal[] = ['eventLoopDelay', 'heapUsedBytes', 'rssBytes', 'healthCheck', 'eventLoopUtilization']
 
