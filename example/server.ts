@@ -20,8 +20,17 @@ app.get('/slow', { config: { admission: { maxInFlight: 1 } } }, async () => {
 app.get('/health', { config: { admission: false } }, async () => ({ up: true }))
 app.get('/stats', { config: { admission: false } }, async () => app.admission.stats())
 
+// PORT (default 3000) chooses the port; one taken, or not a port, is said in one line, no stack.
 const port = Number(process.env.PORT ?? 3000)
-const address = await app.listen({ port, host: '127.0.0.1' })
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`fastify-admission example: PORT must be a port number from 0 to 65535, got ${JSON.stringify(process.env.PORT)}`)
+  process.exit(1)
+}
+const address = await app.listen({ port, host: '127.0.0.1' }).catch((error: NodeJS.ErrnoException) => {
+  if (error.code !== 'EADDRINUSE') throw error
+  console.error(`fastify-admission example: port ${port} on 127.0.0.1 is taken; choose another with PORT, as in PORT=3001 npm start`)
+  process.exit(1)
+})
 const base = address.replace('http://', '')
 console.log(`fastify-admission example listening on ${address} (memory backend)
 

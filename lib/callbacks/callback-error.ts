@@ -1,5 +1,6 @@
 import { types } from 'node:util'
 import { AdmissionError } from '../validation/errors.js'
+import { brandError } from '../validation/brand.js'
 import { keepValue } from '../validation/show.js'
 
 /**
@@ -10,7 +11,7 @@ import { keepValue } from '../validation/show.js'
  * hook); `value` holds what was thrown, not enumerable.
  */
 export class AdmissionCallbackError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionCallbackError' }) }
+  static { brandError(this, 'AdmissionCallbackError') }
   declare readonly callback: string | undefined
   declare readonly value: unknown
   readonly statusCode = 500

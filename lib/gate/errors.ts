@@ -1,6 +1,7 @@
 export { AdmissionError, AdmissionOptionError } from '../validation/errors.js'
 export { AdmissionCallbackError } from '../callbacks/callback-error.js'
 import { AdmissionError } from '../validation/errors.js'
+import { brandError } from '../validation/brand.js'
 import { keepValue, show } from '../validation/show.js'
 import type { RefusalReason } from './outcomes/refusal-text.js'
 
@@ -13,7 +14,7 @@ export { show }
  * enumerable, so that no logger or JSON copies it (a key can be a secret, and megabytes long).
  */
 export class AdmissionKeyError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionKeyError' }) }
+  static { brandError(this, 'AdmissionKeyError') }
   declare readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown, got: string) {
@@ -28,7 +29,7 @@ export class AdmissionKeyError extends AdmissionError {
  * yes. The message never shows the value; `value` holds it (not enumerable, as every error's `value`).
  */
 export class AdmissionAllowListError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionAllowListError' }) }
+  static { brandError(this, 'AdmissionAllowListError') }
   declare readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown) {
@@ -43,7 +44,7 @@ export class AdmissionAllowListError extends AdmissionError {
  * enumerable (as every error's `value`): no logger or JSON copies it.
  */
 export class AdmissionTierError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionTierError' }) }
+  static { brandError(this, 'AdmissionTierError') }
   declare readonly value: unknown
   readonly statusCode = 500
   constructor (value: unknown, tiers: readonly string[]) {

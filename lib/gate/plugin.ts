@@ -9,7 +9,7 @@ import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
 import { clientKey, gateKey } from './quotas/client-key.js'
 import { decorateAdmission, statsOf, type AdmissionDecorator } from './decorator.js'
-import { warnForeignRateLimit } from './options/foreign-config.js'
+import { foreignRateLimitWarner } from './options/foreign-config.js'
 import { onRequestByRoute, onRequestHook, preHandlerByRoute } from './on-request.js'
 import { onResponseHook, onSendByRoute } from './on-response.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options/options.js'
@@ -113,9 +113,10 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     if (routesBefore) wiring.preplan(route)
     else wiring.wire(route)
   }
+  const warnForeign = foreignRateLimitWarner(fastify.log, settings.rateLimit !== false)
   fastify.addHook('onRoute', function admissionOnRoute (this: FastifyInstance, route) {
     see(record, this, route)
-    warnForeignRateLimit(route, fastify.log)
+    warnForeign(route)
     record.gated.add(route)
     if (routesBefore) wiring.mark(route)
     else wiring.wire(route)

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { AdmissionError } from './errors.js'
+import { brandError } from '../validation/brand.js'
 import type { ContextGate } from './on-request.js'
 import type { Permit } from './release/permit.js'
 
@@ -113,7 +114,7 @@ function rootOf (fastify: FastifyInstance): FastifyInstance {
  * registered in), would run ungated without a word.
  */
 export class AdmissionScopeError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionScopeError' }) }
+  static { brandError(this, 'AdmissionScopeError') }
   declare readonly routes: readonly string[]
   constructor (routes: readonly string[]) {
     const one = routes.length === 1

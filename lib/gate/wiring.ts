@@ -11,6 +11,7 @@ import { PRIORITY_NAMES, type Priority } from './release/priority.js'
 import { leadPolicy, openLimits, type OpenedLimits, type Quotas } from './quotas/quotas.js'
 import type { Permit } from './release/permit.js'
 import { declaredHandler } from './route-record.js'
+import { UNGATED } from '../pressure/status-route.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 import type { StackedQuota } from './quotas/stacked-quota.js'
 
@@ -162,7 +163,8 @@ export class RouteWiring {
 
   private planRoute (route: Declared, name: string, late: boolean): Plan | false {
     const settings = this.settings
-    const own = (route.config as { admission?: unknown } | undefined)?.admission
+    const config = route.config as { admission?: unknown, [UNGATED]?: true } | undefined
+    const own = config?.[UNGATED] === true ? false : config?.admission
     const waits = Number(route.handlerTimeout ?? this.serverTimeout) > 0
     const parsed = own === undefined ? pluginRoute(settings) : validateRouteOptions(own, name, settings)
     if (parsed === false) return false

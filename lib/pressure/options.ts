@@ -127,6 +127,10 @@ function statusRoute (value: unknown): StatusRouteSettings | undefined {
   const routeOpts = input.routeOpts === undefined ? {} : plainObject(`${path}.routeOpts`, input.routeOpts)
   const own = OWN_ROUTE_KEYS.find((key) => key in routeOpts)
   if (own !== undefined) throw new AdmissionOptionError(`${path}.routeOpts.${own}`, 'absent (the status route sets it; the schema goes in routeSchemaOpts)', routeOpts[own])
+  const config = routeOpts.config === undefined ? undefined : plainObject(`${path}.routeOpts.config`, routeOpts.config)
+  if (config?.admission !== undefined) {
+    throw new AdmissionOptionError(`${path}.routeOpts.config.admission`, 'absent (the status route is never gated by this plugin: a probe gets its answer, never a shed or a 429)', config.admission)
+  }
   const schema = input.routeSchemaOpts === undefined ? undefined : plainObject(`${path}.routeSchemaOpts`, input.routeSchemaOpts)
   const expose = input.expose ?? 'status'
   if (expose !== 'status' && expose !== 'details') throw new AdmissionOptionError(`${path}.expose`, "'status' (whether the server is under pressure) or 'details' (also its readings, limits, counters and the health check's answer)", expose)
@@ -136,6 +140,8 @@ function statusRoute (value: unknown): StatusRouteSettings | undefined {
 /** `pressure`, checked once at registration; undefined when absent. */
 export function pressureSettings (value: unknown): PressureSettings | undefined {
   if (value === undefined) return undefined
+  // `{}` (or options without a limit) samples and sheds nothing: `app.admission.pressure()` has the
+  // readings, as under-pressure registered without options answers `memoryUsage()`.
   const input = exactObject(complain, 'pressure', value, PRESSURE_SHAPE)
   const limits: Partial<Record<Signal, number>> = {}
   const delay = optionalInteger('pressure.maxEventLoopDelay', input.maxEventLoopDelay)
@@ -157,9 +163,6 @@ export function pressureSettings (value: unknown): PressureSettings | undefined 
   }
   if (healthCheck !== undefined && healthCheckInterval === undefined && route === undefined) {
     throw new AdmissionOptionError('pressure.healthCheckInterval', 'set when healthCheck is given without exposeStatusRoute (otherwise the check never runs)', healthCheckInterval)
-  }
-  if (Object.keys(limits).length === 0 && healthCheck === undefined && route === undefined) {
-    throw new AdmissionOptionError('pressure', 'an object with at least one limit, a healthCheck or exposeStatusRoute (there would be nothing to do)', value)
   }
   // A state read every sampleInterval cannot end sooner: a shorter Retry-After would be too early.
   const least = Math.ceil(Math.max(sampleInterval, healthCheckInterval ?? 0) / 1000)

@@ -6,6 +6,17 @@ import { processReadings, signalOver, type PressureReadings, type Signal } from 
 
 const NO_READINGS: PressureReadings = Object.freeze({ eventLoopDelay: 0, eventLoopUtilization: 0, heapUsedBytes: 0, rssBytes: 0 })
 
+/** `next`, where a reading is `NaN` (nothing measured) the one of `previous`. */
+function kept (previous: PressureReadings, next: PressureReadings): PressureReadings {
+  const value = (signal: keyof PressureReadings): number => Number.isNaN(next[signal]) ? previous[signal] : next[signal]
+  return {
+    eventLoopDelay: value('eventLoopDelay'),
+    eventLoopUtilization: value('eventLoopUtilization'),
+    heapUsedBytes: value('heapUsedBytes'),
+    rssBytes: value('rssBytes')
+  }
+}
+
 /**
  * Reads the signals every `sampleInterval` on an unref'd timer (never per request) and keeps the
  * verdict — the signal over its limit, if any — where the request hook reads it as one field.
@@ -109,10 +120,14 @@ export class Sampler {
     return answer
   }
 
-  /** Reads the signals once; a source that throws keeps the previous readings, and says so. */
+  /**
+   * Reads the signals once; a source that throws keeps the previous readings, and says so. A
+   * reading that is `NaN` is no reading: that signal keeps its previous value (0 before the first),
+   * so no verdict comes from a sample that measured nothing.
+   */
   sample (): void {
     try {
-      this.readings = this.source!.read()
+      this.readings = kept(this.readings, this.source!.read())
       this.readingCalls.worked()
     } catch (error) {
       this.readingCalls.failed(error)

@@ -2,7 +2,11 @@ import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
 
 /** The process's signals, as one sample reads them. */
 export interface PressureReadings {
-  /** Mean event-loop delay over the sample, ms (Infinity when the loop was blocked the whole sample). */
+  /**
+   * Mean event-loop delay over the sample, ms. `NaN` from a source is no reading (the histogram
+   * recorded nothing: the first sample after start, or a window shorter than its resolution): the
+   * sampler keeps the previous value (0 before the first), so it is never over a limit.
+   */
   readonly eventLoopDelay: number
   /** Event-loop utilization over the sample, in [0, 1]. */
   readonly eventLoopUtilization: number
@@ -12,6 +16,13 @@ export interface PressureReadings {
 
 /** A reason to be under pressure; the names are @fastify/under-pressure's `TYPE_*` values. */
 export type Signal = 'eventLoopDelay' | 'heapUsedBytes' | 'rssBytes' | 'healthCheck' | 'eventLoopUtilization'
+
+/** @fastify/under-pressure's names of the signals, with its values: `pressureHandler`'s `type`, `reason.signal`. */
+export const TYPE_EVENT_LOOP_DELAY = 'eventLoopDelay' satisfies Signal
+export const TYPE_HEAP_USED_BYTES = 'heapUsedBytes' satisfies Signal
+export const TYPE_RSS_BYTES = 'rssBytes' satisfies Signal
+export const TYPE_HEALTH_CHECK = 'healthCheck' satisfies Signal
+export const TYPE_EVENT_LOOP_UTILIZATION = 'eventLoopUtilization' satisfies Signal
 
 /** The order under-pressure checks them in: the first one over its limit is the reason given. */
 export const SIGNALS: readonly Signal[] = ['eventLoopDelay', 'heapUsedBytes', 'rssBytes', 'healthCheck', 'eventLoopUtilization']
@@ -51,8 +62,10 @@ export function processReadings (): { read: () => PressureReadings, stop: () => 
       elu = current
       const memory = process.memoryUsage()
       return {
-        // No delay recorded in a whole sample: the loop was blocked throughout.
-        eventLoopDelay: Number.isNaN(mean) ? Infinity : Math.max(0, mean),
+        // Nothing recorded (NaN): no reading, which the sampler does not count (under-pressure
+        // reads it as Infinity, shedding everything for the first sample after every start). A
+        // blocked loop is not missed: the histogram's next tick records how late it came.
+        eventLoopDelay: Number.isNaN(mean) ? NaN : Math.max(0, mean),
         eventLoopUtilization: utilization,
         heapUsedBytes: memory.heapUsed,
         rssBytes: memory.rss

@@ -1,6 +1,7 @@
 import type { Policy } from '../core/rates/types.js'
 import { complaintMessage, memberPath, type Complain } from '../validation/checks.js'
 import { keepValue, show } from '../validation/show.js'
+import { brandError, brandedInstance } from '../validation/brand.js'
 
 /** The stable codes of the rates capability's own errors. */
 export type RatesErrorCode =
@@ -16,7 +17,9 @@ export type RatesErrorCode =
  */
 export abstract class RatesError extends Error {
   // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
-  static { Object.defineProperty(this, 'name', { value: 'RatesError' }) }
+  static { brandError(this, 'RatesError') }
+  /** An instance of this class of any copy of the package (its ESM and CommonJS builds): see `brandError`. */
+  static override [Symbol.hasInstance] (value: unknown): boolean { return brandedInstance(this, value) }
   declare readonly code: RatesErrorCode
   protected constructor (code: RatesErrorCode, message: string, options?: ErrorOptions) {
     super(message, options)
@@ -34,7 +37,7 @@ export abstract class RatesError extends Error {
  * to `path` and `got` to the value as `show()` prints it.
  */
 export class RatesInvalidArgumentError extends RatesError {
-  static { Object.defineProperty(this, 'name', { value: 'RatesInvalidArgumentError' }) }
+  static { brandError(this, 'RatesInvalidArgumentError') }
   declare readonly path: string
   declare readonly value: unknown
   constructor (path: string, expected: string, value: unknown, options: { subject?: string, got?: string } = {}) {
@@ -53,7 +56,7 @@ export class RatesInvalidArgumentError extends RatesError {
  * limiter's name is `limiterName`: `name` is the error class's name, as for every error.
  */
 export class RatesPolicyConflictError extends RatesError {
-  static { Object.defineProperty(this, 'name', { value: 'RatesPolicyConflictError' }) }
+  static { brandError(this, 'RatesPolicyConflictError') }
   declare readonly limiterName: string
   /** The policy (or, for a stack, the policies) the quota has and the one asked for. */
   declare readonly existing: Readonly<Policy> | readonly Readonly<Policy>[]
@@ -75,7 +78,7 @@ export class RatesPolicyConflictError extends RatesError {
  * underlying failure, when there is one. Both are own properties only when given.
  */
 export class RatesUnavailableError extends RatesError {
-  static { Object.defineProperty(this, 'name', { value: 'RatesUnavailableError' }) }
+  static { brandError(this, 'RatesUnavailableError') }
   declare readonly retryAfterMs?: number
   constructor (reason: string, options: { retryAfterMs?: number, cause?: unknown } = {}) {
     const retry = options.retryAfterMs === undefined ? '' : ` (retry after ${options.retryAfterMs} ms)`
@@ -89,7 +92,7 @@ export class RatesUnavailableError extends RatesError {
  * replaced. Decisions already made stay made.
  */
 export class RatesStoppedError extends RatesError {
-  static { Object.defineProperty(this, 'name', { value: 'RatesStoppedError' }) }
+  static { brandError(this, 'RatesStoppedError') }
   declare readonly limiterName?: string
   constructor (limiterName?: string) {
     super(

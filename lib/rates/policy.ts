@@ -113,7 +113,7 @@ export function policyOfFingerprint (fingerprint: string): Policy | undefined {
 
 interface Fields { algorithm?: unknown, limit?: unknown, windowMs?: unknown, burst?: unknown }
 
-const POLICY_SHAPE = { keys: KEYS, expected: 'a plain object { algorithm, limit, windowMs, burst? }' }
+export const POLICY_SHAPE = { keys: KEYS, expected: 'a plain object { algorithm, limit, windowMs, burst? }' }
 
 function safe (complain: Complain, path: string, policy: Policy, subject: string, value: bigint, formula: string): void {
   if (value > MAX_SAFE) throw complain({ path, expected: SAFE, value: { ...policy }, subject, got: `${value} (${formula})` })

@@ -1,10 +1,13 @@
 import { complaintMessage, type Complain } from './checks.js'
 import { keepValue } from './show.js'
+import { brandError, brandedInstance } from './brand.js'
 
 /** Every error this plugin throws by its own decision; `code` is stable across versions. */
 export class AdmissionError extends Error {
   // Each class names itself: the bundle may rename a class (`class _X`), and `name` is `new.target.name`.
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionError' }) }
+  static { brandError(this, 'AdmissionError') }
+  /** An instance of this class of any copy of the package (its ESM and CommonJS builds): see `brandError`. */
+  static override [Symbol.hasInstance] (value: unknown): boolean { return brandedInstance(this, value) }
   declare readonly code: string
   constructor (code: string, message: string) {
     super(message)
@@ -15,7 +18,7 @@ export class AdmissionError extends Error {
 
 /** An option or a route's `config.admission` that is not valid; `path` names it, `value` (not enumerable) is what was given. */
 export class AdmissionOptionError extends AdmissionError {
-  static { Object.defineProperty(this, 'name', { value: 'AdmissionOptionError' }) }
+  static { brandError(this, 'AdmissionOptionError') }
   declare readonly path: string
   declare readonly value: unknown
   constructor (path: string, expected: string, value: unknown, details: { subject?: string, got?: string } = {}) {

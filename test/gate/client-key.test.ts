@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastif
 import { clientKey, gateKey } from '../../lib/gate/quotas/client-key.js'
 import { AdmissionKeyError } from '../../lib/gate/errors.js'
 import { thrown } from '../helpers/errors.js'
-import admission from '../../lib/index.js'
+import admission, { AdmissionOptionError, normalizeIP } from '../../lib/index.js'
 import type { AdmissionOptions } from '../../lib/index.js'
 
 t.test('IPv4 addresses are their own key', async (t) => {
@@ -293,4 +293,25 @@ t.test('the registry is reached with the same key the gate uses', async (t) => {
   await app.inject({ url: '/', headers: { 'x-k': 'u1' } })
   t.match(await app.admission.registry.get('u1'), { tokens: 60_000, last: Number })
   t.equal(await app.admission.registry.get('u2'), undefined)
+})
+
+t.test('normalizeIP: the default key\'s value, for a key function that shares its quota', async (t) => {
+  t.equal(normalizeIP('1.2.3.4'), '1.2.3.4')
+  t.equal(normalizeIP('::ffff:1.2.3.4'), '1.2.3.4')
+  t.equal(normalizeIP('2001:db8:1:2ff::1'), '2001:db8:1:200:0:0:0:0/56', 'grouped by 56 bits, the default')
+  t.equal(normalizeIP('2001:db8:1:2ff::1', 64), '2001:db8:1:2ff:0:0:0:0/64')
+  for (const [args, path] of [[[1], 'normalizeIP(ip)'], [['::1', 0], 'normalizeIP(ip, ipv6Subnet)'], [['::1', 129], 'normalizeIP(ip, ipv6Subnet)']] as const) {
+    const error = thrown(() => normalizeIP(...(args as unknown as [string, number])))
+    t.type(error, AdmissionOptionError)
+    t.equal((error as AdmissionOptionError).path, path)
+  }
+  // A key that falls back to it shares the default's quota: one client, one bucket.
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { rateLimit: { limit: 2, windowMs: 60_000 }, key: (request) => String(request.headers['x-api-key'] ?? normalizeIP(request.ip)) })
+  app.get('/', async () => 'ok')
+  const statuses: number[] = []
+  for (const ip of ['2001:db8::1', '2001:db8::2', '2001:db8::3']) statuses.push((await app.inject({ url: '/', remoteAddress: ip })).statusCode)
+  t.same(statuses, [200, 200, 429], 'addresses of one /56 share one quota')
+  t.ok(app.admission.registry.get('2001:db8:0:0:0:0:0:0/56') !== undefined, 'under the default key\'s name')
 })

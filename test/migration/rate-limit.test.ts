@@ -105,6 +105,13 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     const defaults = await appWith({})
     t.teardown(() => defaults.close())
     t.equal((await defaults.inject('/')).headers['ratelimit-policy'], '"default";q=1000;w=60')
+    // A route's partial policy takes the plugin's fields: its own limit, the plugin's window.
+    const partial = await appWith({ rateLimit: { limit: 100, windowMs: 60_000 } }, (app) => {
+      app.get('/', { config: { admission: { rateLimit: { limit: 6 } } } }, async () => 'ok')
+    })
+    t.teardown(() => partial.close())
+    t.equal((await partial.inject('/')).headers['ratelimit-policy'], '"default";q=6;w=60', '6 per 60 000 ms')
+    t.same(await statuses(partial, 6), [200, 200, 200, 200, 200, 429])
   },
 
   '`keyGenerator`': async (t) => {
@@ -155,6 +162,23 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.equal(refused.headers['retry-after'], '60')
     // `after` counts seconds; @fastify/rate-limit's rounds to its largest unit ('1 minute').
     t.same(refused.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Retry in 60 seconds', max: 1, ttl: 60_000 })
+    // Called for 503s too: the guide's builder labels by the status.
+    let release = (): void => {}
+    let entered = (): void => {}
+    const held = new Promise<void>((resolve) => { release = resolve })
+    const inside = new Promise<void>((resolve) => { entered = resolve })
+    const full = await appWith({
+      maxInFlight: 1,
+      errorResponseBuilder: (_request, context) => ({ statusCode: context.statusCode, error: context.statusCode === 429 ? 'Too Many Requests' : 'Service Unavailable', message: `Retry in ${context.after}` })
+    }, (app) => { app.get('/', async () => { entered(); await held; return 'ok' }) })
+    t.teardown(() => full.close())
+    const first = full.inject('/').then((response) => response)
+    await inside
+    const shed = await full.inject('/')
+    release()
+    t.equal((await first).statusCode, 200)
+    t.equal(shed.statusCode, 503)
+    t.same(shed.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Retry in 1 second' })
   },
 
   'the 429 through `setErrorHandler`': async (t) => {
@@ -279,6 +303,17 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.equal((await app.inject('/free')).headers.ratelimit, undefined, 'no plugin-wide limit')
     t.same(await statuses(app, 3, '/health'), [200, 200, 200])
     t.same(await statuses(app, 3, '/theirs'), [200, 200, 200], 'config.rateLimit is not read (a warning says so at startup)')
+    // `config: { rateLimit: false }` under a plugin-wide limit: the route is limited here, and a
+    // warning of its own says so, once per route (not again for its HEAD twin).
+    const lines: Array<{ level: number, msg: string, route?: string }> = []
+    const logged = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => { lines.push(JSON.parse(line)) } } } })
+    t.teardown(() => logged.close())
+    await logged.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 } })
+    logged.get('/health', { config: { rateLimit: false } } as object, async () => 'ok')
+    await logged.ready()
+    t.same(lines.map((line) => line.route), ['GET /health'])
+    t.match(lines[0]!.msg, 'the route is rate limited by this plugin; to opt it out, give it config.admission: false')
+    t.same(await statuses(logged, 2, '/health'), [200, 429])
   },
 
   '`addHeaders`, `addHeadersOnExceeding`': async (t) => {

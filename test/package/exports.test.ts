@@ -38,3 +38,39 @@ t.test('require: the plugin itself, with its named exports', async (t) => {
   t.equal(core.LIM_ERR_PARAM, 1)
   t.equal(core.rejection503(3).headers['retry-after'], '3')
 })
+
+t.test('one error class identity across import and require: instanceof holds whichever build threw', async (t) => {
+  const esm = await import('fastify-admission')
+  const cjs = createRequire(import.meta.url)('fastify-admission') as typeof esm
+  t.not(esm.AdmissionOptionError, cjs.AdmissionOptionError, 'two builds, two classes (the dual-package hazard)')
+  const refusal = async (plugin: unknown): Promise<unknown> => {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    return await app.register(plugin as never, { maxInflight: 10 }).ready().then(() => undefined, (error: unknown) => error)
+  }
+  for (const [thrower, error] of [['require', await refusal(cjs)], ['import', await refusal(esm)]] as const) {
+    for (const [by, mod] of [['import', esm], ['require', cjs]] as const) {
+      t.ok(error instanceof mod.AdmissionOptionError, `thrown by the ${thrower}d build, an AdmissionOptionError of the ${by}ed one`)
+      t.ok(error instanceof mod.AdmissionError)
+      t.notOk(error instanceof mod.RatesError)
+    }
+  }
+  const rates = (mod: typeof esm): unknown => {
+    try {
+      mod.memoryBackend({ maxIdentities: -1 })
+    } catch (error) {
+      return error
+    }
+  }
+  const fromCjs = rates(cjs)
+  t.ok(fromCjs instanceof esm.RatesInvalidArgumentError, "the rates capability's errors too")
+  t.ok(fromCjs instanceof esm.RatesError)
+  t.ok(rates(esm) instanceof cjs.RatesInvalidArgumentError)
+  // Every error class of the package is branded, under its own name, in both builds.
+  for (const name of ['AdmissionError', 'AdmissionOptionError', 'AdmissionKeyError', 'AdmissionAllowListError', 'AdmissionTierError', 'AdmissionCallbackError', 'AdmissionScopeError', 'RatesError', 'RatesInvalidArgumentError', 'RatesPolicyConflictError', 'RatesUnavailableError', 'RatesStoppedError'] as const) {
+    for (const mod of [esm, cjs]) {
+      t.equal(mod[name].name, name)
+      t.equal((mod[name].prototype as unknown as Record<symbol, unknown>)[Symbol.for('fastify-admission.error-class')], `fastify-admission:${name}`, `${name} is branded`)
+    }
+  }
+})

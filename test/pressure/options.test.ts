@@ -13,7 +13,6 @@ const check = async (): Promise<boolean> => true
 // [options.pressure or options.queueDelay, the path the error names, the value it shows]
 const BAD: Array<[option: 'pressure' | 'queueDelay', value: unknown, path: string, shown: string]> = [
   ['pressure', 5, 'pressure', '5 (number)'],
-  ['pressure', {}, 'pressure', '{}'],
   ['pressure', { maxEventLoopDelay: 0 }, 'pressure.maxEventLoopDelay', '0 (number)'],
   ['pressure', { maxEventLoopDelay: 1.5 }, 'pressure.maxEventLoopDelay', '1.5 (number)'],
   ['pressure', { maxEventLoopUtilization: 0 }, 'pressure.maxEventLoopUtilization', '0 (number)'],
@@ -37,6 +36,8 @@ const BAD: Array<[option: 'pressure' | 'queueDelay', value: unknown, path: strin
   ['pressure', { exposeStatusRoute: { url: 'x' } }, 'pressure.exposeStatusRoute.url', "'x' (string)"],
   ['pressure', { exposeStatusRoute: { path: '/x' } }, 'pressure.exposeStatusRoute.path', "'/x' (string)"],
   ['pressure', { exposeStatusRoute: { routeOpts: 1 } }, 'pressure.exposeStatusRoute.routeOpts', '1 (number)'],
+  ['pressure', { exposeStatusRoute: { routeOpts: { config: 1 } } }, 'pressure.exposeStatusRoute.routeOpts.config', '1 (number)'],
+  ['pressure', { exposeStatusRoute: { routeOpts: { config: { admission: { cost: 1 } } } } }, 'pressure.exposeStatusRoute.routeOpts.config.admission', '{ cost: 1 }'],
   ['pressure', { exposeStatusRoute: { routeOpts: { handler: check } } }, 'pressure.exposeStatusRoute.routeOpts.handler', '[AsyncFunction: check]'],
   ['pressure', { exposeStatusRoute: { routeSchemaOpts: [] } }, 'pressure.exposeStatusRoute.routeSchemaOpts', '[]'],
   ['pressure', { exposeStatusRoute: '/:section' }, 'pressure.exposeStatusRoute', "'/:section' (string)"],

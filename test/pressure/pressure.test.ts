@@ -219,3 +219,31 @@ t.test('pressureHandler on a failed health check: the signal healthCheck, no val
   t.equal((await app.inject('/')).body, 'degraded')
   t.same(calls, ['healthCheck', undefined])
 })
+
+t.test('start-up: no verdict before the first full sample — the empty first reading is no reading, never over a limit', async (t) => {
+  // The process's own readings, at once after ready(): the event-loop delay histogram has recorded
+  // nothing yet (under-pressure reads that as Infinity, and sheds everything for a sample).
+  const app = await appWith({ pressure: { maxEventLoopDelay: 1000, retryAfter: 10, exposeStatusRoute: { expose: 'details' } } })
+  t.teardown(() => app.close())
+  const res = await app.inject('/')
+  t.equal(res.statusCode, 200, 'served at once after start')
+  t.equal(res.headers['retry-after'], undefined)
+  const status = await app.inject('/status')
+  t.equal(status.statusCode, 200)
+  t.match(status.json(), { status: 'ok', underPressure: false, readings: { eventLoopDelay: 0 } })
+  t.notOk('reason' in status.json(), 'no reason, and no null value')
+  t.equal(app.admission.stats().shed, 0)
+
+  // A source's NaN is no reading: that signal keeps its previous value; the others are taken.
+  const source = scriptedReadings({ eventLoopDelay: NaN })
+  const scripted = await appWith({ pressure: { maxEventLoopDelay: 50, maxHeapUsedBytes: 10_000, sampleInterval: 10, readings: source.read } })
+  t.teardown(() => scripted.close())
+  t.equal((await scripted.inject('/')).statusCode, 200)
+  t.match(scripted.admission.pressure(), { underPressure: false, readings: { eventLoopDelay: 0, heapUsedBytes: 1000 } })
+  await source.set({ eventLoopDelay: 60 })
+  t.match(scripted.admission.pressure(), { underPressure: true, reason: { signal: 'eventLoopDelay', value: 60, limit: 50 } })
+  await source.set({ eventLoopDelay: NaN, heapUsedBytes: 2000 })
+  t.match(scripted.admission.pressure(), { underPressure: true, reason: { value: 60 }, readings: { eventLoopDelay: 60, heapUsedBytes: 2000 } }, 'a window that measured nothing changes nothing')
+  await source.set({ eventLoopDelay: 10 })
+  t.equal((await scripted.inject('/')).statusCode, 200)
+})

@@ -136,3 +136,19 @@ t.test('a URL with a parameter or a wildcard is refused: the status route answer
     }
   }
 })
+
+t.test('no registration gates the status route: an outer one with a quota, an inner one with the route', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 } })
+  await app.register(async (child) => {
+    await child.register(admission, { rateLimit: false, pressure: { exposeStatusRoute: true } })
+  })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  const statuses: number[] = []
+  for (let i = 0; i < 3; i++) statuses.push((await app.inject('/status')).statusCode)
+  t.same(statuses, [200, 200, 200], 'never a 429 from the outer registration')
+  t.same((await app.inject('/')).statusCode, 200)
+  t.same((await app.inject('/')).statusCode, 429, 'which gates the application\'s routes')
+})

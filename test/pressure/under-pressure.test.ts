@@ -1,7 +1,9 @@
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import Fastify, { type FastifyInstance } from 'fastify'
-import admission from '../../lib/index.js'
+import underPressure from '@fastify/under-pressure'
+import admission, * as ours from '../../lib/index.js'
+import { TYPE_RSS_BYTES } from '../../lib/index.js'
 import type { AdmissionOptions, PressureOptions } from '../../lib/index.js'
 import { processReadings } from '../../lib/pressure/signals.js'
 import { scriptedReadings } from '../helpers/pressure.js'
@@ -44,10 +46,10 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.equal((await app.inject('/')).statusCode, 200)
     await source.set({ eventLoopDelay: 50.5 })
     t.equal((await app.inject('/')).statusCode, 503)
-    // The process's own reading, as under-pressure computes it: no delay recorded yet is Infinity
-    // (the loop was blocked throughout), then the mean less the resolution, never below 0.
+    // The process's own reading, as under-pressure computes it: the mean less the resolution,
+    // never below 0; nothing recorded yet is NaN, no reading (under-pressure: Infinity, a shed).
     const own = processReadings()
-    t.equal(own.read().eventLoopDelay, Infinity)
+    t.ok(Number.isNaN(own.read().eventLoopDelay), 'nothing recorded yet: NaN')
     await new Promise((resolve) => setTimeout(resolve, 40))
     const delay = own.read().eventLoopDelay
     t.ok(delay >= 0 && delay < Infinity, `a delay: ${delay}`)
@@ -115,11 +117,12 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.match(res.json(), { status: 'ok', underPressure: false, readings: { eventLoopDelay: 0 }, limits: { eventLoopDelay: 50 } })
     // A URL, route options and a schema.
     let config: unknown
+    const given = { team: 'ops' }
     const custom = await appWith({
       maxRssBytes: 1e15,
       exposeStatusRoute: {
         url: '/alive',
-        routeOpts: { config: { team: 'ops' }, logLevel: 'debug', onRequest: (request, _reply, done) => { config = request.routeOptions.config; done() } },
+        routeOpts: { config: given, logLevel: 'debug', onRequest: (request, _reply, done) => { config = request.routeOptions.config; done() } },
         routeSchemaOpts: { response: { 200: { type: 'object', properties: { status: { type: 'string' } } } } }
       }
     })
@@ -127,7 +130,10 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     const alive = await custom.inject('/alive')
     t.equal(alive.statusCode, 200)
     t.same(alive.json(), { status: 'ok' }, 'the schema given shapes the body')
-    t.match(config, { team: 'ops', admission: false }, 'the route options given, the gate opted out')
+    t.match(config, { team: 'ops' }, 'the route options given')
+    t.same(Object.keys(config as object).filter((key) => key !== 'url' && key !== 'method'), ['team'], 'and no key the application did not give')
+    t.same(given, { team: 'ops' }, "the application's config object is not changed")
+    t.equal(custom.admission.stats().routes['GET /alive'], undefined, 'not gated')
     t.equal((await appWith({ maxRssBytes: 1e15, exposeStatusRoute: '/up' }).then(async (a) => { const r = await a.inject('/up'); await a.close(); return r })).statusCode, 200)
   },
   '`healthCheck`': async (t) => {
@@ -138,6 +144,15 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     let res = await app.inject('/status')
     t.equal(res.statusCode, 200)
     t.match(res.json(), { db: 'up', status: 'ok' }, 'an object it answers is merged into the body (with expose: \'details\')')
+    // Its own `status` is the answer's, as under-pressure's route answers it (with either expose).
+    answer = { status: 'degraded', db: 'slow' }
+    while (res.json().status === 'ok') res = await app.inject('/status')
+    t.equal(res.statusCode, 200)
+    t.match(res.json(), { status: 'degraded', db: 'slow', underPressure: false })
+    const plain = await appWith({ healthCheck: () => ({ status: 'degraded', db: 'slow' }), exposeStatusRoute: true })
+    t.teardown(() => plain.close())
+    t.same((await plain.inject('/status')).json(), { status: 'degraded' }, 'the status alone by default')
+    answer = { db: 'up' }
     answer = false
     // The status route runs it when its answer is older than sampleInterval: ask until it has.
     while (res.statusCode === 200) res = await app.inject('/status')
@@ -194,13 +209,49 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same((await json.inject('/')).json(), { statusCode: 503, error: 'Service Unavailable', message: 'Server is under pressure, retry in 1 second' })
   },
   '`memoryUsage()`, `isUnderPressure()`': async (t) => {
-    const app = await appWith({ maxRssBytes: 1e15 })
+    // `pressure: {}`, as under-pressure registered without options: readings, nothing shed.
+    const app = await appWith({})
     t.teardown(() => app.close())
+    t.equal((await app.inject('/')).statusCode, 200)
     const status = app.admission.pressure()!
     t.equal(status.underPressure, false)
+    t.same(status.limits, {})
     t.ok(status.readings!.heapUsedBytes > 0 && status.readings!.rssBytes > status.readings!.heapUsedBytes / 100)
     t.type(status.readings!.eventLoopDelay, 'number')
     t.type(status.readings!.eventLoopUtilization, 'number')
+    // under-pressure's names of memoryUsage()'s fields, and this plugin's.
+    const theirs = Fastify()
+    t.teardown(() => theirs.close())
+    await theirs.register(underPressure)
+    await theirs.ready()
+    t.same(Object.keys((theirs as unknown as { memoryUsage: () => object }).memoryUsage()).sort(), ['eventLoopDelay', 'eventLoopUtilized', 'heapUsed', 'rssBytes'])
+    t.same(Object.keys(status.readings!).sort(), ['eventLoopDelay', 'eventLoopUtilization', 'heapUsedBytes', 'rssBytes'])
+    // Without `pressure`, nothing is sampled.
+    const off = Fastify()
+    t.teardown(() => off.close())
+    await off.register(admission, { rateLimit: false })
+    t.equal(off.admission.pressure(), undefined)
+  },
+  '`TYPE_EVENT_LOOP_DELAY`, … (`TYPE_*`)': async (t) => {
+    const names = ['TYPE_EVENT_LOOP_DELAY', 'TYPE_EVENT_LOOP_UTILIZATION', 'TYPE_HEALTH_CHECK', 'TYPE_HEAP_USED_BYTES', 'TYPE_RSS_BYTES'] as const
+    for (const name of names) t.equal(ours[name], (underPressure as unknown as Record<string, string>)[name], name)
+    const seen: unknown[] = []
+    const app = await appWith({ maxRssBytes: 1, pressureHandler: (_request, _reply, type) => { seen.push(type); return 'busy' } })
+    t.teardown(() => app.close())
+    await app.inject('/')
+    t.same(seen, [TYPE_RSS_BYTES], "pressureHandler's type")
+    t.equal(app.admission.pressure()!.reason!.signal, TYPE_RSS_BYTES)
+  },
+  '`routeResponseSchemaOpts`, the route\'s response schema': async (t) => {
+    await t.rejects(appWith({ exposeStatusRoute: { routeResponseSchemaOpts: {} } } as PressureOptions), { code: 'ADMISSION_INVALID_OPTION', path: 'pressure.exposeStatusRoute.routeResponseSchemaOpts' })
+    // No schema unless given: the body is the handler's, `{ status }` alone by default. One given in
+    // routeSchemaOpts (for @fastify/swagger, say) is the route's.
+    const app = await appWith({
+      healthCheck: () => ({ db: 'up' }),
+      exposeStatusRoute: { expose: 'details', routeSchemaOpts: { response: { 200: { type: 'object', properties: { status: { type: 'string' }, db: { type: 'string' } } } } } }
+    })
+    t.teardown(() => app.close())
+    t.same((await app.inject('/status')).json(), { status: 'ok', db: 'up' }, 'the schema given shapes the body (the details dropped)')
   }
 }
 

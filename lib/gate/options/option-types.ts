@@ -51,8 +51,12 @@ export type AdmissionHook = 'onRequest' | 'preHandler'
 export interface AdmissionRouteOptions {
   /** A semaphore of this route's own, in addition to the global one; `false`: none (the default). */
   maxInFlight?: number | false
-  /** This route's own buckets; `false`: no rate limit here; absent: the global buckets. */
-  rateLimit?: RateLimitOption | false
+  /**
+   * This route's own buckets; `false`: no rate limit here; absent: the global buckets. One policy
+   * takes the fields it leaves out from the plugin's one policy (`{ limit: 6 }`: the plugin's
+   * `windowMs` and `algorithm`; `burst` only with the plugin's `limit`); a list or tiers are complete.
+   */
+  rateLimit?: Partial<RateLimitOptions> | NamedRateLimitOptions[] | TieredRateLimitOptions | false
   /** Tokens one request takes; defaults to the plugin's `cost`. */
   cost?: number
   /**

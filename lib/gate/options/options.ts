@@ -6,6 +6,7 @@ import { capacityOfLimits, isTiers, limitsOption, type Limits } from './limits.j
 import { countOption, failedOption } from '../plan/login-attempts.js'
 import { pressureSettings, queueDelaySettings } from '../../pressure/options.js'
 import { metricsOption } from '../../metrics/options.js'
+import { POLICY_SHAPE } from '../../rates/policy.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../../validation/checks.js'
 import { criticalReserveOption, inFlightOption, priorityOption } from './in-flight-options.js'
 import { allowListOption } from './allow-list.js'
@@ -145,6 +146,30 @@ export function validateOptions (options: unknown): Settings {
   })
 }
 
+const PLUGIN_POLICY_TEXT = "a policy whose every field is given (a route's policy takes the fields it leaves out from the plugin's rateLimit only when that is one policy: not false, a list or tiers)"
+
+/**
+ * A route's one policy with the fields it leaves out taken from the plugin's one policy, as
+ * @fastify/rate-limit's route `max` takes the plugin's `timeWindow`: `algorithm`, `limit` and
+ * `windowMs`, each when absent; `burst` only with the plugin's `limit` (a route that sets its own
+ * `limit` has its own default burst, that limit: never a larger burst taken from the plugin), and
+ * only for an algorithm that has one. A list, tiers, or a plugin without one policy: as given.
+ */
+function inherited (path: string, value: unknown, plugin: Limits | false): unknown {
+  if (typeof value !== 'object' || value === null || Array.isArray(value) || Object.prototype.hasOwnProperty.call(value, 'tiers')) return value
+  const own = exactObject(complain, path, value, POLICY_SHAPE)
+  if (plugin === false || !('algorithm' in plugin)) {
+    const missing = ['limit', 'windowMs'].find((field) => own[field] === undefined)
+    if (missing !== undefined) throw new AdmissionOptionError(`${path}.${missing}`, PLUGIN_POLICY_TEXT, undefined)
+    return own
+  }
+  // Absent is `undefined` (exactObject drops it); a null is given, and refused as it stands.
+  const take = (field: 'algorithm' | 'limit' | 'windowMs'): unknown => field in own ? own[field] : plugin[field]
+  const algorithm = take('algorithm')
+  const burst = 'burst' in own ? own.burst : !('limit' in own) && algorithm === plugin.algorithm ? plugin.burst : undefined
+  return { algorithm, limit: take('limit'), windowMs: take('windowMs'), ...(burst === undefined ? {} : { burst }) }
+}
+
 /**
  * A route's `config.admission`, checked with the same rules as the plugin's options; `false`
  * opts the route out. `where` names the route in messages. `plugin` supplies the limiter a route
@@ -154,7 +179,7 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   if (value === false) return false
   const path = `config.admission of ${where}`
   const input = exactObject(complain, path, value, ROUTE_SHAPE)
-  const rateLimit = input.rateLimit === undefined ? undefined : ratePolicy(`${path}.rateLimit`, input.rateLimit)
+  const rateLimit = input.rateLimit === undefined ? undefined : ratePolicy(`${path}.rateLimit`, inherited(`${path}.rateLimit`, input.rateLimit, plugin.rateLimit))
   const effective = rateLimit === undefined ? plugin.rateLimit : rateLimit
   // A route without a quota has nothing for a cost to take from: a cost there is a mistake.
   if (effective === false && input.cost !== undefined) {

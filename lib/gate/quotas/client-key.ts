@@ -1,6 +1,7 @@
 import { isIPv6 } from 'node:net'
 import { Buffer } from 'node:buffer'
-import { AdmissionKeyError } from '../errors.js'
+import { AdmissionKeyError, AdmissionOptionError } from '../errors.js'
+import { isPositiveSafeInteger } from '../../validation/checks.js'
 import { isThenable, settleUnused } from '../../callbacks/contained.js'
 
 /**
@@ -24,6 +25,19 @@ export function clientKey (ip: string | undefined, subnet: number): string {
     key += (i === 0 ? '' : ':') + (groups[i]! & mask).toString(16)
   }
   return `${key}/${subnet}`
+}
+
+/**
+ * The default key's value for an address (`request.ip`): what a `key` function returns to share the
+ * default's quota, as in `key: (request) => apiKey(request) ?? normalizeIP(request.ip)`. IPv4 as it
+ * is, an IPv4-mapped IPv6 address as its IPv4 address, other IPv6 addresses grouped by their first
+ * `ipv6Subnet` bits (default 56, the plugin's default) as `prefix/bits`. (@fastify/rate-limit's
+ * `normalizeIP` groups by 64 and writes the subnet's first address.)
+ */
+export function normalizeIP (ip: string, ipv6Subnet = 56): string {
+  if (typeof ip !== 'string') throw new AdmissionOptionError('normalizeIP(ip)', 'a string (an address, as request.ip)', ip)
+  if (!isPositiveSafeInteger(ipv6Subnet) || ipv6Subnet > 128) throw new AdmissionOptionError('normalizeIP(ip, ipv6Subnet)', 'a prefix length from 1 to 128', ipv6Subnet)
+  return clientKey(ip, ipv6Subnet)
 }
 
 /** The eight 16-bit groups of a well-formed IPv6 address (zone dropped, embedded IPv4 expanded). */

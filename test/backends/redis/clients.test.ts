@@ -22,7 +22,7 @@ import {
   type RedisClientShape,
   type RedisScriptClient
 } from '../../../lib/index.js'
-import { counting, deleteKeys, keysUnder, REDIS_URL, redisServerMissing, sharedRedis, startPrivateServer, uniquePrefix } from './helpers.js'
+import { counting, deleteKeys, keysUnder, redisServerMissing, sharedRedis, startPrivateServer, uniquePrefix } from './helpers.js'
 import { stallProxy } from './stall-proxy.js'
 
 // Every client of the three packages fits the option's type, each in its own shape.
@@ -45,7 +45,8 @@ const sharedSkip = 'skip' in shared ? shared.skip : false
 const serverSkip = sharedSkip || await redisServerMissing()
 if ('redis' in shared) t.teardown(() => shared.redis.quit())
 const admin = (): Redis => (shared as { redis: Redis }).redis
-const [sharedHost, sharedPort] = ((url) => [url.hostname, Number(url.port || 6379)] as const)(new URL(REDIS_URL))
+const sharedUrl = 'url' in shared ? shared.url : 'redis://127.0.0.1:1'
+const [sharedHost, sharedPort] = ((url) => [url.hostname, Number(url.port || 6379)] as const)(new URL(sharedUrl))
 
 const LIMIT = 3
 const policy: Policy = Object.freeze({ algorithm: 'token-bucket', limit: LIMIT, windowMs: 3_600_000, burst: LIMIT })
@@ -226,7 +227,7 @@ t.test('scriptCall: each shape gets the key and the arguments its way', async (t
 
 for (const kind of kinds) {
   t.test(`${kind.name}: decisions through the HTTP gate on the shared Redis`, { skip: sharedSkip }, async (t) => {
-    const { client, close } = await kind.connect(REDIS_URL)
+    const { client, close } = await kind.connect(sharedUrl)
     t.teardown(close)
     const prefix = uniquePrefix(`clients-${kind.name}`)
     t.teardown(async () => { await deleteKeys(admin(), prefix) })

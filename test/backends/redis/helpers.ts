@@ -3,8 +3,12 @@
 // processes for the tests that fault, flush or reconfigure a server, and a timed HTTP GET for the
 // gate-level tests. No tests here.
 //
-// The shared server (REDIS_URL, default redis://127.0.0.1:6379) is never stopped, paused,
-// flushed or reconfigured: each test writes under its own prefix and deletes its keys afterwards.
+// The shared server is the one REDIS_URL names, when it is set; otherwise a redis-server of the
+// test process's own, started on a free port at the first call and killed by its pid when the
+// process ends — never whatever happens to answer on 6379. The shared server is never stopped,
+// paused, flushed or reconfigured by a test: each writes under its own prefix and deletes its keys
+// afterwards. Without REDIS_URL and without a redis-server binary, the Redis tests are skipped,
+// with the reason.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { mkdtempSync, rmSync } from 'node:fs'
@@ -16,7 +20,8 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
 import type { RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 
-export const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379'
+/** The server REDIS_URL names, when set (the tests then write into it, under their own prefixes). */
+const GIVEN_URL = process.env.REDIS_URL
 
 /** A client for tests: fails fast instead of retrying forever. */
 export function testClient (url: string, options: { offlineQueue?: boolean } = {}): Redis {
@@ -29,21 +34,46 @@ export function testClient (url: string, options: { offlineQueue?: boolean } = {
   })
 }
 
+let own: Promise<{ url: string } | { skip: string }> | undefined
+
+/** This process's own server, started once, stopped (by its pid) when the process ends. */
+async function ownServer (): Promise<{ url: string } | { skip: string }> {
+  const missing = await redisServerMissing()
+  if (missing !== false) return { skip: `REDIS_URL is not set and ${missing}` }
+  const server = await startPrivateServer()
+  server.admin.disconnect()
+  server.unref()
+  process.once('exit', server.kill)
+  // A signal (tap's timeout) ends the process without 'exit': stop the server, then end as the signal would.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    const stop = (): void => {
+      server.kill()
+      if (process.listenerCount(signal) === 0) process.kill(process.pid, signal)
+    }
+    process.once(signal, stop)
+  }
+  return { url: server.url }
+}
+
 /**
- * The shared server, connected and answering PING, or the reason why not (the tests that need it
- * are then reported as skipped with that reason — never passed silently).
+ * The shared server, connected and answering PING, with its URL (for a child process), or the
+ * reason why not (the tests that need it are then reported as skipped with that reason — never
+ * passed silently).
  */
-export async function sharedRedis (): Promise<{ redis: Redis } | { skip: string }> {
-  const redis = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: () => null })
+export async function sharedRedis (): Promise<{ redis: Redis, url: string } | { skip: string }> {
+  const found = GIVEN_URL === undefined ? await (own ??= ownServer()) : { url: GIVEN_URL }
+  if ('skip' in found) return found
+  const { url } = found
+  const redis = new Redis(url, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: () => null })
   let cause = ''
   redis.on('error', (error: Error) => { cause = error.message })
   try {
     await redis.connect()
     await redis.ping()
-    return { redis }
+    return { redis, url }
   } catch (error) {
     redis.disconnect()
-    return { skip: `no Redis answers at ${REDIS_URL} (${cause || (error as Error).message}); set REDIS_URL or start redis-server` }
+    return { skip: `no Redis answers at ${url}, which REDIS_URL names (${cause || (error as Error).message}); unset REDIS_URL to let the tests start their own redis-server` }
   }
 }
 
@@ -144,13 +174,17 @@ export interface PrivateServer {
   readonly admin: Redis
   /** Kills this server (by its pid) and removes its directory. */
   stop (): Promise<void>
+  /** The same, at once (for an `exit` handler): SIGKILL by its pid, the directory removed. */
+  kill (): void
+  /** Lets this process end while the server runs (then `kill()` it at `exit`). */
+  unref (): void
 }
 
 /** Whether `redis-server` can be started here; the reason otherwise. */
 export async function redisServerMissing (): Promise<string | false> {
   return new Promise((resolve) => {
     const child = spawn('redis-server', ['--version'], { stdio: 'ignore' })
-    child.on('error', () => resolve('redis-server is not installed (needed for the fault tests, which use a private server)'))
+    child.on('error', () => resolve('redis-server is not installed (the Redis tests start their own servers on free ports)'))
     child.on('exit', (code) => resolve(code === 0 ? false : `redis-server --version exited with ${code}`))
   })
 }
@@ -167,13 +201,16 @@ export async function startPrivateServer (extra: string[] = [], port?: number): 
   const url = `redis://127.0.0.1:${port}`
   const admin = new Redis(url, { lazyConnect: true, connectTimeout: 500, maxRetriesPerRequest: 0, retryStrategy: () => null })
   admin.on('error', () => { /* retried below */ })
-  const stop = async (): Promise<void> => {
+  const running = (): boolean => child.exitCode === null && child.signalCode === null
+  const kill = (): void => {
     admin.disconnect()
-    if (child.exitCode === null && child.signalCode === null) {
-      process.kill(child.pid as number, 'SIGKILL')
-      await exited
-    }
+    if (running()) process.kill(child.pid as number, 'SIGKILL')
     rmSync(dir, { recursive: true, force: true })
+  }
+  const stop = async (): Promise<void> => {
+    const wasRunning = running()
+    kill()
+    if (wasRunning) await exited
   }
   for (let attempt = 0; ; attempt++) {
     try {
@@ -189,7 +226,7 @@ export async function startPrivateServer (extra: string[] = [], port?: number): 
       await sleep(20)
     }
   }
-  return { port, url, pid: child.pid as number, admin, stop }
+  return { port, url, pid: child.pid as number, admin, stop, kill, unref: () => { child.unref() } }
 }
 
 /** One answer of `timedGet`, measured at the client. */

@@ -13,7 +13,7 @@ import { Redis } from 'ioredis'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import { admission, redisBackend } from '../../../lib/index.js'
 import { hammer, startChild, statsOf, windowAround, type Child, type ToChild, type ToParent } from './children.js'
-import { deleteKeys, keysUnder, REDIS_URL, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
+import { deleteKeys, keysUnder, serverNow, sharedRedis, uniquePrefix } from './helpers.js'
 
 const CHILD = 'ADMISSION_SHARED_QUOTA_CHILD'
 const PROCESSES = 4
@@ -29,7 +29,8 @@ else await tests()
 /** The child: one Fastify app, a route per policy, its own client; answers the parent's messages. */
 async function serve (): Promise<void> {
   const routes = JSON.parse(process.env.QUOTA_ROUTES as string) as Record<string, Policy>
-  const redis = new Redis(REDIS_URL, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: () => null })
+  // The parent's shared server (its URL given by the parent).
+  const redis = new Redis(process.env.REDIS_URL as string, { lazyConnect: true, connectTimeout: 1000, maxRetriesPerRequest: 1, retryStrategy: () => null })
   await redis.connect()
   const app = Fastify()
   // A generous timeout: this test is about atomicity, not latency (a timed-out call still runs
@@ -66,7 +67,7 @@ async function tests (): Promise<void> {
   if ('redis' in shared) t.teardown(() => shared.redis.quit())
 
   t.test(`shared quota: ${PROCESSES} processes, one identity, ${REQUESTS} concurrent requests → exactly the limit admitted`, { skip, timeout: 60_000 }, async (t) => {
-    const redis = (shared as { redis: Redis }).redis
+    const { redis, url } = shared as { redis: Redis, url: string }
     const prefix = uniquePrefix('quota')
     t.teardown(async () => { await deleteKeys(redis, prefix) })
 
@@ -81,7 +82,7 @@ async function tests (): Promise<void> {
     }
 
     const started = performance.now()
-    const launched = Array.from({ length: PROCESSES }, () => startChild(fileURLToPath(import.meta.url), { [CHILD]: '1', QUOTA_PREFIX: prefix, QUOTA_ROUTES: JSON.stringify(policies), REDIS_URL }))
+    const launched = Array.from({ length: PROCESSES }, () => startChild(fileURLToPath(import.meta.url), { [CHILD]: '1', QUOTA_PREFIX: prefix, QUOTA_ROUTES: JSON.stringify(policies), REDIS_URL: url }))
     const children: Child[] = []
     t.teardown(async () => {
       // Whatever happened, no child outlives the test: killed by its pid.
