@@ -55,7 +55,7 @@ t.test('a group has one policy: another one on a later route fails at ready, nam
     code: 'ADMISSION_INVALID_OPTION',
     path: 'config.admission of GET /b.groupId',
     value: 'g',
-    message: 'Expected `config.admission of GET /b.groupId` to be a route of group "g" with its policy, 2 per 60000 ms (fixed-window) (set by GET /a); give every route of a group the same rateLimit, got "g" with 5 per 1000 ms (token-bucket)'
+    message: 'Expected `config.admission of GET /b.groupId` to be a route of group "g" with its policy, 2 per 60000 ms (fixed-window) (set by GET /a); give every route of a group the same rateLimit, got "g" with 5 per 1000 ms (fixed-window)'
   })
 })
 
