@@ -10,7 +10,9 @@ import admission, {
   type AdmissionStats,
   type AdmissionRouteOptions,
   type AdaptiveInFlightOptions,
-  type AdmissionPriority
+  type AdmissionPriority,
+  normalizeIP,
+  TYPE_EVENT_LOOP_DELAY
 } from 'fastify-admission'
 
 const app = Fastify()
@@ -79,6 +81,18 @@ app.get('/checkout', { config: { admission: { priority } } }, async () => 'ok')
 // @ts-expect-error critical, normal or sheddable
 const badPriority: FastifyContextConfig = { admission: { priority: 'high' } }
 void badPriority
+// In a route's options literal Fastify adds the inferred config type to the declared one, so a
+// typo is caught with `satisfies` (and at ready() in any case); the message names the allowed values.
+// @ts-expect-error no such route option (maxInflight for maxInFlight)
+app.get('/typo', { config: { admission: { maxInflight: 3 } satisfies AdmissionRouteOptions } }, async () => 'ok')
+// @ts-expect-error critical, normal or sheddable
+app.get('/high', { config: { admission: { priority: 'high' } satisfies AdmissionRouteOptions } }, async () => 'ok')
+app.get('/partial', { config: { admission: { rateLimit: { limit: 6 } } satisfies AdmissionRouteOptions } }, async () => 'ok')
+const delayType: 'eventLoopDelay' = TYPE_EVENT_LOOP_DELAY
+const key: string = normalizeIP('::1', 64)
+void delayType; void key
+// @ts-expect-error an address is a string
+normalizeIP(1)
 const limit: number | false = app.admission.limit
 const statsLimit: number | false = stats.limit
 void limit; void statsLimit

@@ -92,8 +92,17 @@ export interface QueueDelaySettings {
 const complain = AdmissionOptionError.complain
 const PRESSURE_KEYS = ['maxEventLoopDelay', 'maxEventLoopUtilization', 'maxHeapUsedBytes', 'maxRssBytes', 'retryAfter', 'sampleInterval',
   'exposeStatusRoute', 'healthCheck', 'healthCheckInterval', 'pressureHandler', 'readings'] as const
-const PRESSURE_SHAPE = { keys: PRESSURE_KEYS, expected: 'an object of @fastify/under-pressure options', nullPrototype: true, options: true }
-const STATUS_SHAPE = { keys: ['url', 'routeOpts', 'routeSchemaOpts', 'expose'], expected: 'an object { url?, routeOpts?, routeSchemaOpts?, expose? }', nullPrototype: true, options: true }
+// @fastify/under-pressure's options that are not taken, and what each is here.
+const PRESSURE_HINTS: Readonly<Record<string, string>> = Object.freeze({
+  message: "@fastify/under-pressure's `message` is the plugin's `errorResponseBuilder` here (the body of every refusal), or `responseBody`",
+  customError: "@fastify/under-pressure's `customError` is the plugin's `errorResponseBuilder` here (the body of every refusal), or `responseBody`",
+  eventLoopUtilizationMode: "@fastify/under-pressure's `eventLoopUtilizationMode` is always 'interval' here: `maxEventLoopUtilization` reads the last sample"
+})
+const STATUS_HINTS: Readonly<Record<string, string>> = Object.freeze({
+  routeResponseSchemaOpts: "@fastify/under-pressure's `routeResponseSchemaOpts` is `routeSchemaOpts: { response: { 200: … } }` here"
+})
+const PRESSURE_SHAPE = { keys: PRESSURE_KEYS, expected: 'an object of @fastify/under-pressure options', nullPrototype: true, options: true, hints: PRESSURE_HINTS }
+const STATUS_SHAPE = { keys: ['url', 'routeOpts', 'routeSchemaOpts', 'expose'], expected: 'an object { url?, routeOpts?, routeSchemaOpts?, expose? }', nullPrototype: true, options: true, hints: STATUS_HINTS }
 const QUEUE_SHAPE = { keys: ['targetMs', 'intervalMs', 'clock'], expected: 'true or an object { targetMs?, intervalMs?, clock? }', nullPrototype: true, options: true }
 /** Keys of a route that the status route sets itself. */
 const OWN_ROUTE_KEYS = ['url', 'method', 'handler', 'schema']

@@ -1,6 +1,7 @@
 import { types } from 'node:util'
 import { isPositiveSafeInteger } from '../core/config.js'
 import { show } from './show.js'
+import { nearest } from './suggest.js'
 
 /**
  * The package's one validation toolkit: every option object, policy, identity field and cost is
@@ -97,6 +98,23 @@ export interface Shape {
    * value-shaped object (a policy) names itself and the key instead.
    */
   readonly options?: boolean
+  /**
+   * For an options bag: what an unknown key that another plugin has (@fastify/rate-limit's `max`)
+   * becomes here, said instead of the list (`` `rateLimit: { limit }` ``). An unknown key near a
+   * known one is told that one (`did you mean \`maxInFlight\`?`).
+   */
+  readonly hints?: Readonly<Record<string, string>>
+}
+
+/** What an unknown key of an options bag should have been: the hint for it, the key it is near, or the list. */
+function unknownOption (key: string | symbol, shape: Shape): string {
+  if (typeof key === 'string') {
+    const hints = shape.hints
+    if (hints !== undefined && Object.prototype.hasOwnProperty.call(hints, key)) return `a known option (unknown option; ${hints[key]!})`
+    const near = nearest(key, shape.keys)
+    if (near !== undefined) return `a known option (unknown option; did you mean \`${near}\`?)`
+  }
+  return `one of ${shape.keys.join(', ')} (unknown option)`
 }
 
 /**
@@ -115,7 +133,7 @@ export function exactObject (complain: Complain, path: string, value: unknown, s
   for (const key of Reflect.ownKeys(value)) {
     if (shape.options === true && (typeof key === 'symbol' || !keys.includes(key))) {
       const descriptor = Object.getOwnPropertyDescriptor(value, key) as PropertyDescriptor
-      throw complain({ path: `${path}.${String(key)}`, expected: `one of ${keys.join(', ')} (unknown option)`, value: 'value' in descriptor ? descriptor.value : descriptor })
+      throw complain({ path: `${path}.${String(key)}`, expected: unknownOption(key, shape), value: 'value' in descriptor ? descriptor.value : descriptor })
     }
     if (typeof key === 'symbol') {
       throw complain({ path: `${path}[${String(key)}]`, expected: `${expected} (no symbol keys)`, value: key, subject: path, got: `the symbol key ${String(key)}` })
@@ -124,7 +142,8 @@ export function exactObject (complain: Complain, path: string, value: unknown, s
     // An own key from Reflect.ownKeys() always has a descriptor.
     const descriptor = Object.getOwnPropertyDescriptor(value, key) as PropertyDescriptor
     if (!keys.includes(key)) {
-      throw complain({ path: at, expected: `${expected} (no other keys)`, value: key, subject: path, got: `the unknown key ${JSON.stringify(key)}` })
+      const near = nearest(key, keys)
+      throw complain({ path: at, expected: `${expected} (no other keys${near === undefined ? '' : `; did you mean \`${near}\`?`})`, value: key, subject: path, got: `the unknown key ${JSON.stringify(key)}` })
     }
     if (!('value' in descriptor)) {
       throw complain({ path: at, expected: 'a data property', value: descriptor, got: 'an accessor property (getter or setter), which is not invoked' })

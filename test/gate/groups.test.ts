@@ -49,6 +49,7 @@ t.test('a group has one policy: another one on a later route fails at ready, nam
   await app.register(admission, { rateLimit: TWO })
   app.get('/a', { config: { admission: { groupId: 'g' } } }, async () => 'ok')
   app.get('/b', { config: { admission: { groupId: 'g', rateLimit: { limit: 5, windowMs: 1000 } } } }, async () => 'ok')
+  // (a route's policy without an algorithm takes the plugin's, fixed-window)
   const error = await app.ready().then(() => undefined, (e: unknown) => e)
   t.type(error, AdmissionOptionError)
   t.match(error, {

@@ -104,10 +104,10 @@ t.test('symbol keys, unknown keys, accessors and non-enumerable properties are r
   const u = invalid(() => normalizePolicy({ algorithm: 'fixed-window', limit: 1, windowMs: 1, limt: 2 }))
   t.equal(u.path, 'policy.limt')
   t.equal(u.value, 'limt')
-  t.equal(u.message, `Expected \`policy\` to be ${PLAIN} (no other keys), got the unknown key "limt"`)
+  t.equal(u.message, `Expected \`policy\` to be ${PLAIN} (no other keys; did you mean \`limit\`?), got the unknown key "limt"`)
   const odd = invalid(() => normalizePolicy({ 'window ms': 1 }))
   t.equal(odd.path, 'policy["window ms"]')
-  t.equal(odd.message, `Expected \`policy\` to be ${PLAIN} (no other keys), got the unknown key "window ms"`)
+  t.equal(odd.message, `Expected \`policy\` to be ${PLAIN} (no other keys; did you mean \`windowMs\`?), got the unknown key "window ms"`)
   t.equal(invalid(() => normalizePolicy({ __proto__: null, algorithm: 'gcra' })).path, 'policy', 'a literal __proto__ sets the prototype')
   t.equal(invalid(() => normalizePolicy(JSON.parse('{"__proto__": 1}'))).path, 'policy.__proto__', 'an own __proto__ key is unknown')
 

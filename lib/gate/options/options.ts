@@ -12,6 +12,7 @@ import { criticalReserveOption, inFlightOption, priorityOption } from './in-flig
 import { allowListOption } from './allow-list.js'
 import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
+import { PLUGIN_HINTS, ROUTE_HINTS } from './peer-options.js'
 export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, NamedRateLimitOptions, RateLimitOption, RateLimitOptions, RouteSettings, Settings, TieredRateLimitOptions } from './option-types.js'
 import type { RouteSettings, Settings } from './option-types.js'
 
@@ -25,8 +26,8 @@ const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
 const complain = AdmissionOptionError.complain
-const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true }
-const ROUTE_SHAPE = { keys: ROUTE_KEYS, expected: `an object { ${ROUTE_KEYS.map((key) => `${key}?`).join(', ')} } or false`, nullPrototype: true, options: true }
+const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true, hints: PLUGIN_HINTS }
+const ROUTE_SHAPE = { keys: ROUTE_KEYS, expected: `an object { ${ROUTE_KEYS.map((key) => `${key}?`).join(', ')} } or false`, nullPrototype: true, options: true, hints: ROUTE_HINTS }
 
 function positiveInteger (path: string, value: unknown): number {
   return checkPositiveInteger(complain, path, value)
