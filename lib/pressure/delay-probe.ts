@@ -1,4 +1,3 @@
-import type { Socket } from 'node:net'
 import { performance } from 'node:perf_hooks'
 import { codelSample, newCodel, type Codel } from '../core/index.js'
 import type { QueueDelaySettings } from './options.js'
@@ -23,14 +22,6 @@ import type { QueueDelaySettings } from './options.js'
  *   read per request; a `setImmediate` per turn marks its end). Under a CPU-bound overload a turn
  *   reads hundreds of requests and runs for hundreds of ms: the requests late in it have waited.
  *
- * - **A new connection's wait between its accept and its first read**: a client writes its request
- *   as soon as its connect completes, which is before the server accepts; the request is read in
- *   the next turn of the loop at the earliest, so a first request read in the turn after its
- *   connection's accept has waited at least since the accept (the turn's age alone misses what was
- *   left of the accepting turn: under a reconnect storm that is most of the wait). A connection
- *   opened ahead of its first request (a pre-connect) sends it in a later turn, which this measure
- *   does not count.
- *
  * A request older than the **cut** is shed. The cut is `intervalMs` while the controller has no
  * live count (nothing but a request that waited a whole interval is shed, so bursts pass), and
  * `intervalMs / count` once it has, never under `targetMs`: the longer the standing queue lasts
@@ -46,9 +37,6 @@ import type { QueueDelaySettings } from './options.js'
  * turn, and CoDel's exit at the first sample under target drops the share to 0 while the offered
  * load goes on (bench/overload/README.md has the measurements).
  */
-const kAcceptedAt = Symbol('admission.accepted-at')
-const kAcceptTurn = Symbol('admission.accept-turn')
-
 export class DelayProbe {
   codel: Codel = newCodel()
   /** The latest lateness measured, ms. */
@@ -66,8 +54,6 @@ export class DelayProbe {
   private turnStart = 0
   private turnLast = 0
   private turnOpen = false
-  /** Turns of the loop that read a request or accepted a connection, counted. */
-  private turn = 0
   /** The longest turn that read requests since the last tick, ms. */
   private longestTurn = 0
   private readonly endTurn = (): void => {
@@ -114,40 +100,16 @@ export class DelayProbe {
     this.cutMs = live ? Math.max(this.targetMs, this.intervalMs / codel.count) : this.intervalMs
   }
 
-  /** A connection was accepted: when, and in which turn of the loop. */
-  accepted (socket: Socket): void {
+  /** Whether the request being read now has waited too long: true to shed it. */
+  sheds (): boolean {
     const now = this.clock()
-    this.openTurn(now)
-    const marked = socket as unknown as Record<symbol, number>
-    marked[kAcceptedAt] = now
-    marked[kAcceptTurn] = this.turn
-  }
-
-  /**
-   * Whether the request being read now has waited too long: true to shed it. `socket` is its
-   * connection when accepts are followed (HTTP/1), for the wait since the accept.
-   */
-  sheds (socket?: Socket): boolean {
-    const now = this.clock()
-    this.openTurn(now)
-    let age = now - this.turnStart
-    const marked = socket as unknown as Record<symbol, number | undefined> | undefined
-    const acceptTurn = marked?.[kAcceptTurn]
-    if (acceptTurn !== undefined) {
-      // Its first request only, and only read in the turn right after the accept.
-      marked![kAcceptTurn] = undefined
-      if (acceptTurn === this.turn - 1) age = Math.max(age, now - marked![kAcceptedAt]!)
-    }
-    return age > this.cutMs
-  }
-
-  /** Opens a turn of the loop at `now` unless one is open. */
-  private openTurn (now: number): void {
     this.turnLast = now
-    if (this.turnOpen) return
-    this.turnOpen = true
-    this.turnStart = now
-    this.turn++
-    setImmediate(this.endTurn)
+    if (!this.turnOpen) {
+      this.turnOpen = true
+      this.turnStart = now
+      setImmediate(this.endTurn)
+      return false
+    }
+    return now - this.turnStart > this.cutMs
   }
 }

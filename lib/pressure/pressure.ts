@@ -1,5 +1,4 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { Socket } from 'node:net'
 import { isThenable, type Contained } from '../callbacks/contained.js'
 import { DelayProbe } from './delay-probe.js'
 import type { PressureSettings, QueueDelaySettings } from './options.js'
@@ -70,7 +69,6 @@ export class Pressure {
   private readonly shedBy = zeroCounts()
   private handled = 0
   private readonly queueRetry: number
-  private readonly followsAccepts: boolean
 
   constructor (fastify: FastifyInstance, settings: PressureSettings | undefined, queue: QueueDelaySettings | undefined) {
     this.settings = settings
@@ -78,13 +76,6 @@ export class Pressure {
     const changed = (): void => { this.refresh() }
     this.sampler = settings === undefined ? undefined : new Sampler(settings, fastify, changed)
     this.probe = queue === undefined ? undefined : new DelayProbe(queue)
-    // The wait since a connection's accept, on HTTP/1 (an HTTP/2 request's socket is its session's,
-    // shared by its streams). Over TLS a request's socket is not the accepted one: nothing is counted.
-    this.followsAccepts = this.probe !== undefined && (fastify.initialConfig as { http2?: boolean }).http2 !== true
-    if (this.followsAccepts) {
-      const probe = this.probe!
-      fastify.server.on('connection', (socket: Socket) => { probe.accepted(socket) })
-    }
     // A standing queue lasts an interval at least: never less than a second, the header's unit.
     this.queueRetry = queue === undefined ? 1 : Math.max(1, Math.ceil(queue.codel.intervalMs / 1000))
     this.refresh()
@@ -110,7 +101,7 @@ export class Pressure {
       this.underPressure(item, to, over)
       return
     }
-    if (this.probe!.sheds(this.followsAccepts ? item.request.raw.socket : undefined)) {
+    if (this.probe!.sheds()) {
       this.shedBy.queueDelay++
       to.shed(item, this.queueRetry, 'Server is overloaded')
     } else {

@@ -3,8 +3,6 @@ import Fastify from 'fastify'
 import { codelOptions } from '../../lib/core/index.js'
 import admission from '../../lib/index.js'
 import { DelayProbe } from '../../lib/pressure/delay-probe.js'
-import { Socket } from 'node:net'
-import { connect as connectH2 } from 'node:http2'
 import { eventually, listen } from '../helpers/http.js'
 import { rawSocket, statuses } from '../helpers/raw.js'
 
@@ -95,38 +93,6 @@ t.test('a request is shed once its age in its turn of the loop exceeds the cut',
   t.equal(probe.sheds(), true)
 })
 
-t.test("a new connection's first request, read in the turn after its accept, has waited since the accept", async (t) => {
-  const { probe, at } = probeAt()
-  const socket = new Socket()
-  const other = new Socket()
-  at(1000)
-  probe.accepted(socket)
-  probe.accepted(other)
-  // The rest of the accepting turn runs 150 ms; the request, there since the connect, waits it out.
-  at(1150)
-  await turnEnds()
-  at(1151)
-  t.equal(probe.sheds(socket), true, 'first of its turn, yet 151 ms since the accept: over the 100 ms cut')
-  t.equal(probe.sheds(socket), false, 'its next request: only the age in its turn counts (1 ms)')
-  t.equal(probe.sheds(other), true, 'another connection accepted in that turn: the same')
-  // A connection opened ahead of its first request (a pre-connect): that request comes turns later.
-  const early = new Socket()
-  at(2000)
-  probe.accepted(early)
-  await turnEnds()
-  at(2010)
-  probe.sheds(new Socket())
-  await turnEnds()
-  at(3000)
-  t.equal(probe.sheds(early), false, 'read two turns after its accept: the wait since the accept is not counted')
-  const quick = new Socket()
-  at(4000)
-  probe.accepted(quick)
-  await turnEnds()
-  at(4020)
-  t.equal(probe.sheds(quick), false, '20 ms since its accept: under the cut')
-})
-
 t.test('through the plugin, on the wire: pipelined requests read in one turn, the late ones shed with 503 and Retry-After', async (t) => {
   // A clock that moves 30 s at each read: ages of 0, 30, 60, 90, 120 s in one turn of five.
   let now = 0
@@ -145,46 +111,6 @@ t.test('through the plugin, on the wire: pipelined requests read in one turn, th
   t.ok(received().includes('Server is overloaded, retry in 100 seconds'))
   t.match(app.admission.stats(), { admitted: 4, shed: 1, pressure: { shed: { queueDelay: 1 } } })
   t.match(app.admission.pressure(), { underPressure: false, queueDelay: { standing: false, cutMs: 100_000, targetMs: 5_000, intervalMs: 100_000 } })
-})
-
-t.test("through the plugin, on the wire: a connection's first request counts the wait since the accept; its next ones do not", async (t) => {
-  // The accept reads the clock at 0; every read after it is 200 s later (past the 100 s cut).
-  let reads = 0
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: false, queueDelay: { targetMs: 5_000, intervalMs: 100_000, clock: () => (reads++ === 0 ? 0 : 200_000) } })
-  app.get('/', async () => 'ok')
-  const port = await listen(app)
-  reads = 0
-  const { socket, received } = await rawSocket(port)
-  t.teardown(() => socket.destroy())
-  await eventually(() => reads > 0)
-  socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
-  await eventually(() => statuses(received()).length === 1)
-  socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
-  await eventually(() => statuses(received()).length === 2)
-  t.same(statuses(received()), [503, 200], 'the first waited 200 s since the accept; the second, none in its turn')
-  t.match(app.admission.stats(), { shed: 1, pressure: { shed: { queueDelay: 1 } } })
-})
-
-t.test('HTTP/2: requests share their session\'s socket, so only their age in the turn counts', async (t) => {
-  let reads = 0
-  const app = Fastify({ http2: true }) as unknown as ReturnType<typeof Fastify>
-  t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: false, queueDelay: { targetMs: 5_000, intervalMs: 100_000, clock: () => (reads++ === 0 ? 0 : 200_000) } })
-  app.get('/', async () => 'ok')
-  const port = await listen(app)
-  reads = 0
-  const session = connectH2(`http://127.0.0.1:${port}`)
-  t.teardown(() => session.close())
-  const status = await new Promise<number>((resolve, reject) => {
-    const stream = session.request({ ':path': '/' })
-    stream.on('response', (headers) => { resolve(Number(headers[':status'])) })
-    stream.on('error', reject)
-    stream.resume()
-    stream.end()
-  })
-  t.equal(status, 200, 'the session\'s accept is not a request\'s wait')
 })
 
 t.test('the probe ticks on its timer once the app is ready, and stops at close', async (t) => {
