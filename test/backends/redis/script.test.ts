@@ -231,6 +231,8 @@ t.test('TTL: the key expires when its state has fully recovered, on the server c
     const [[, ttl], [, time]] = await redis.multi().pttl(key).time().exec() as [[null, number], [null, [string, string]]]
     const at = Number(time[0]) * 1000 + Math.floor(Number(time[1]) / 1000)
     t.ok(d.allowed, policy.algorithm)
+    // Checked at its own decision: the shortest policies' keys (125 ms) may be gone by the end of the loop on a busy machine.
+    t.ok(ttl > 0, `${policy.algorithm}: the key is there, with an expiry`)
     t.ok(d.resetAt > before && d.resetAt <= at + 2 * policy.windowMs, `${policy.algorithm}: resetAt ${d.resetAt} on the server clock (${before})`)
     // The expiry is absolute: decision time + TTL = resetAt (the state's recoversAt), to the ms.
     // The script sets PX recoversAt - (its TIME), which Redis counts from its clock at the SET: the
@@ -238,7 +240,6 @@ t.test('TTL: the key expires when its state has fully recovered, on the server c
     t.ok(ttl - (d.resetAt - at) >= -1 && ttl - (d.resetAt - at) <= 50, `${policy.algorithm}: PTTL ${ttl} ≈ resetAt - now = ${d.resetAt - at}`)
     latest = Math.max(latest, d.resetAt)
   }
-  t.equal((await keysUnder(redis, prefix)).length, 4)
   while (await serverNow(redis) <= latest) await sleep(20)
   t.same(await keysUnder(redis, prefix), [], 'every key is gone once fully recovered')
   // And a gone key decides as a fresh one.
