@@ -11,7 +11,8 @@
 // undici Pool: a free list of idle connections (a stack, O(1) to take one), at most `sockets`
 // connections open at once, opened lazily, at most `maxConnecting` connects in flight. A request that
 // finds no free connection opens a new one if the cap allows, else waits in the generator's FIFO; the
-// next connection to free up (or to finish connecting) takes the FIFO's head. That wait is reported
+// next connection to free up (or to finish connecting) takes the FIFO's head; a connect not done
+// within the deadline is abandoned (a client's connect timeout). That wait is reported
 // (client-side queueing). With `reconnect`, every request gets a fresh connection, sends
 // `Connection: close` and the connection is reset after its response (a reconnect storm).
 //
@@ -272,7 +273,12 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       const socket = net.connect({ host: '127.0.0.1', port: spec.port, noDelay: true })
       const c: Conn = { socket, req: -1, connected: false, dead: false, buf: undefined }
       all.add(c)
+      // A connect that outlives the deadline is abandoned, as a client's connect timeout does: left
+      // alone, one whose SYN met a full listen backlog retries for minutes (1 s, 3 s, 7 s …) and holds
+      // a connect slot the whole time, so a cell that once overflowed the backlog never reconnects.
+      const connectTimer = setTimeout(() => { if (!c.connected) kill(c) }, spec.deadlineMs)
       socket.once('connect', () => {
+        clearTimeout(connectTimer)
         c.connected = true
         connecting--
         idle(c)

@@ -26,13 +26,15 @@ interface Result { goodput: number, p99: number, shed: number, timeouts: number 
 
 async function simulate (policy: Policy, load: number): Promise<Result> {
   let now = 0
-  const probe = new DelayProbe({ codel: codelOptions(), clock: () => now })
+  const probe = new DelayProbe({ codel: codelOptions(), clock: () => now, utilization: undefined })
   let counter = 0
   const rate = load * C / 1000 // per ms
   const total = Math.floor((WARMUP_MS + MEASURE_MS) * rate)
   const scheduled = (i: number): number => i / rate
   let next = 0 // next request to schedule
   let free = SOCKETS
+  // The simulation has no real connections: one object per socket, never in the accept queue's marks.
+  const sockets = Array.from({ length: SOCKETS }, () => ({}))
   const clientQueue: number[] = []
   let head = 0
   // Requests at the server: [request, arrival time, new connection?]
@@ -83,7 +85,7 @@ async function simulate (policy: Policy, load: number): Promise<Result> {
       now += PARSE_MS + (accept ? ACCEPT_MS : 0)
       const gone = abandoned.has(i)
       let shed = false
-      if (policy === 'cut') shed = probe.sheds()
+      if (policy === 'cut') shed = probe.sheds(sockets[i % sockets.length]!)
       else if (policy === 'share') { shed = codelSheds(probe.codel, counter); counter = (counter + 1) % 1024 }
       now += shed ? REFUSE_MS : SERVE_MS
       if (gone) { abandoned.delete(i); continue }

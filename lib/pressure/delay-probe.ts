@@ -1,4 +1,5 @@
-import { performance } from 'node:perf_hooks'
+import type { Socket } from 'node:net'
+import { performance, type EventLoopUtilization } from 'node:perf_hooks'
 import { codelSample, newCodel, type Codel } from '../core/index.js'
 import type { QueueDelaySettings } from './options.js'
 
@@ -22,6 +23,16 @@ import type { QueueDelaySettings } from './options.js'
  *   read per request; a `setImmediate` per turn marks its end). Under a CPU-bound overload a turn
  *   reads hundreds of requests and runs for hundreds of ms: the requests late in it have waited.
  *
+ * - **The accept queue**: Node accepts one connection per turn of the loop, so under a CPU-bound
+ *   overload its turns, not the kernel, set how fast new connections get in; those waiting in the
+ *   listen backlog (their request already written) wait as long as it takes, and neither measure
+ *   above sees it (each turn reads one fresh request, on time). The queue stands when a connection
+ *   was accepted in every tick of a whole interval while the loop was never idle (utilization at
+ *   least 0.98: an idle loop woken by each connection also accepts one per turn, but waits in
+ *   between). A connection accepted while it stands waited in it: its first request is shed, so
+ *   the turns stay short and the backlog drains; the connection lives on (keep-alive) and its next
+ *   requests are judged by their age like any other.
+ *
  * A request older than the **cut** is shed. The cut is `intervalMs` while the controller has no
  * live count (nothing but a request that waited a whole interval is shed, so bursts pass), and
  * `intervalMs / count` once it has, never under `targetMs`: the longer the standing queue lasts
@@ -37,18 +48,41 @@ import type { QueueDelaySettings } from './options.js'
  * turn, and CoDel's exit at the first sample under target drops the share to 0 while the offered
  * load goes on (bench/overload/README.md has the measurements).
  */
+/** A tick counts towards a standing accept queue at this utilization of the loop or above. */
+const BUSY_LOOP = 0.98
+
+function loopUtilization (): () => number {
+  let last: EventLoopUtilization = performance.eventLoopUtilization()
+  return () => {
+    const now = performance.eventLoopUtilization()
+    const since = performance.eventLoopUtilization(now, last)
+    last = now
+    return since.utilization
+  }
+}
+
 export class DelayProbe {
   codel: Codel = newCodel()
   /** The latest lateness measured, ms. */
   delayMs = 0
   /** A request that waited longer than this in its turn of the loop is shed, ms. */
   cutMs: number
+  /** Connections were accepted in every tick of the last interval, the loop never idle. */
+  acceptQueueStanding = false
   readonly periodMs: number
   readonly clock: () => number
   private readonly targetMs: number
   private readonly intervalMs: number
   private readonly settings: QueueDelaySettings
+  private readonly utilization: () => number
   private timer: NodeJS.Timeout | undefined
+  /** Connections accepted since the last tick, and ticks in a row that accepted one on a busy loop. */
+  private accepts = 0
+  private busyAcceptTicks = 0
+  /** Connections accepted while the accept queue stood, whose first request is still to come. */
+  private waited = new WeakSet<object>()
+  private anyWaited = false
+  private lastWaitedAt = 0
   private due = 0
   /** The clock at the first and the latest request of this turn of the loop, and whether a turn is open. */
   private turnStart = 0
@@ -69,6 +103,22 @@ export class DelayProbe {
     this.intervalMs = settings.codel.intervalMs
     this.periodMs = Math.max(1, Math.floor(this.intervalMs / 10))
     this.cutMs = this.intervalMs
+    this.utilization = settings.utilization ?? loopUtilization()
+  }
+
+  /** The server's `connection` listener: counts the accept, and marks one that waited in a standing accept queue. */
+  readonly accepted = (socket: Socket): void => {
+    this.accepts++
+    this.secured(socket)
+  }
+
+  /** The TLS server's `secureConnection` listener: its requests arrive on the TLS socket, not the TCP one. */
+  readonly secured = (socket: Socket): void => {
+    if (this.acceptQueueStanding) {
+      this.waited.add(socket)
+      this.anyWaited = true
+      this.lastWaitedAt = this.clock()
+    }
   }
 
   start (): void {
@@ -93,6 +143,14 @@ export class DelayProbe {
     this.delayMs = Math.max(0, now - this.due, this.longestTurn)
     this.longestTurn = 0
     this.due = now + this.periodMs
+    this.busyAcceptTicks = this.accepts > 0 && this.utilization() >= BUSY_LOOP ? this.busyAcceptTicks + 1 : 0
+    this.accepts = 0
+    this.acceptQueueStanding = this.busyAcceptTicks * this.periodMs >= this.intervalMs
+    // A client writes its request as it connects: a mark older than an interval is of a connection that sent none.
+    if (this.anyWaited && !this.acceptQueueStanding && now - this.lastWaitedAt > this.intervalMs) {
+      this.waited = new WeakSet()
+      this.anyWaited = false
+    }
     const codel = codelSample(this.codel, { delay: this.delayMs, now }, this.settings.codel)
     this.codel = codel
     // The controller resumes from its count within 16 intervals of its last step; so does the cut.
@@ -100,8 +158,9 @@ export class DelayProbe {
     this.cutMs = live ? Math.max(this.targetMs, this.intervalMs / codel.count) : this.intervalMs
   }
 
-  /** Whether the request being read now has waited too long: true to shed it. */
-  sheds (): boolean {
+  /** Whether the request being read now, on `socket`, has waited too long: true to shed it. */
+  sheds (socket: object): boolean {
+    if (this.anyWaited && this.waited.delete(socket)) return true
     const now = this.clock()
     this.turnLast = now
     if (!this.turnOpen) {

@@ -64,6 +64,12 @@ export interface QueueDelayOptions {
   intervalMs?: number
   /** A monotonic clock in ms (default `performance.now`): for tests and simulations. */
   clock?: () => number
+  /**
+   * The event loop's utilization since the previous call, in [0, 1] (default: from
+   * `performance.eventLoopUtilization`): for tests and simulations. It tells a standing accept
+   * queue from an idle loop woken by each new connection.
+   */
+  utilization?: () => number
 }
 
 export interface PressureSettings {
@@ -87,6 +93,7 @@ export interface StatusRouteSettings {
 export interface QueueDelaySettings {
   readonly codel: CodelOptions
   readonly clock: (() => number) | undefined
+  readonly utilization: (() => number) | undefined
 }
 
 const complain = AdmissionOptionError.complain
@@ -103,7 +110,7 @@ const STATUS_HINTS: Readonly<Record<string, string>> = Object.freeze({
 })
 const PRESSURE_SHAPE = { keys: PRESSURE_KEYS, expected: 'an object of @fastify/under-pressure options', nullPrototype: true, options: true, hints: PRESSURE_HINTS }
 const STATUS_SHAPE = { keys: ['url', 'routeOpts', 'routeSchemaOpts', 'expose'], expected: 'an object { url?, routeOpts?, routeSchemaOpts?, expose? }', nullPrototype: true, options: true, hints: STATUS_HINTS }
-const QUEUE_SHAPE = { keys: ['targetMs', 'intervalMs', 'clock'], expected: 'true or an object { targetMs?, intervalMs?, clock? }', nullPrototype: true, options: true }
+const QUEUE_SHAPE = { keys: ['targetMs', 'intervalMs', 'clock', 'utilization'], expected: 'true or an object { targetMs?, intervalMs?, clock?, utilization? }', nullPrototype: true, options: true }
 /** Keys of a route that the status route sets itself. */
 const OWN_ROUTE_KEYS = ['url', 'method', 'handler', 'schema']
 /** The event-loop delay histogram's resolution, ms: a shorter sample interval would read nothing. */
@@ -194,7 +201,7 @@ export function pressureSettings (value: unknown): PressureSettings | undefined 
 /** `queueDelay`, checked once at registration; undefined when absent or false. */
 export function queueDelaySettings (value: unknown): QueueDelaySettings | undefined {
   if (value === undefined || value === false) return undefined
-  if (value === true) return Object.freeze({ codel: codelOptions(), clock: undefined })
+  if (value === true) return Object.freeze({ codel: codelOptions(), clock: undefined, utilization: undefined })
   const input = exactObject(complain, 'queueDelay', value, QUEUE_SHAPE)
   const targetMs = optionalInteger('queueDelay.targetMs', input.targetMs)
   const intervalMs = optionalInteger('queueDelay.intervalMs', input.intervalMs)
@@ -202,5 +209,9 @@ export function queueDelaySettings (value: unknown): QueueDelaySettings | undefi
   if (codel.targetMs >= codel.intervalMs) {
     throw new AdmissionOptionError('queueDelay.targetMs', `below intervalMs (${codel.intervalMs}): the delay may exceed the target for less than an interval`, codel.targetMs)
   }
-  return Object.freeze({ codel, clock: optionalFunction<() => number>(complain, 'queueDelay.clock', input.clock) })
+  return Object.freeze({
+    codel,
+    clock: optionalFunction<() => number>(complain, 'queueDelay.clock', input.clock),
+    utilization: optionalFunction<() => number>(complain, 'queueDelay.utilization', input.utilization)
+  })
 }

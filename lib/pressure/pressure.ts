@@ -28,9 +28,10 @@ export interface PressureStatus {
   /**
    * The queueing-delay shedder (with `queueDelay`): whether the CoDel controller sees a standing
    * queue (the loop's lateness above `targetMs` for an interval), the latest lateness, and the cut:
-   * requests that waited longer in their turn of the loop are shed.
+   * requests that waited longer in their turn of the loop are shed; and whether new connections
+   * wait in a standing accept queue (their first request is shed).
    */
-  readonly queueDelay?: { readonly standing: boolean, readonly delayMs: number, readonly cutMs: number, readonly targetMs: number, readonly intervalMs: number }
+  readonly queueDelay?: { readonly standing: boolean, readonly delayMs: number, readonly cutMs: number, readonly targetMs: number, readonly intervalMs: number, readonly acceptQueueStanding: boolean }
   readonly counts: PressureCounts
 }
 
@@ -79,6 +80,11 @@ export class Pressure {
     // A standing queue lasts an interval at least: never less than a second, the header's unit.
     this.queueRetry = queue === undefined ? 1 : Math.max(1, Math.ceil(queue.codel.intervalMs / 1000))
     this.refresh()
+    const probe = this.probe
+    if (probe !== undefined) {
+      fastify.server.on('connection', probe.accepted)
+      fastify.server.on('secureConnection', probe.secured)
+    }
     fastify.addHook('onReady', async () => {
       await this.sampler?.start()
       this.probe?.start()
@@ -86,6 +92,10 @@ export class Pressure {
     fastify.addHook('onClose', (_instance, done) => {
       this.sampler?.stop()
       this.probe?.stop()
+      if (probe !== undefined) {
+        fastify.server.off('connection', probe.accepted)
+        fastify.server.off('secureConnection', probe.secured)
+      }
       done()
     })
   }
@@ -101,7 +111,7 @@ export class Pressure {
       this.underPressure(item, to, over)
       return
     }
-    if (this.probe!.sheds()) {
+    if (this.probe!.sheds(item.request.raw.socket)) {
       this.shedBy.queueDelay++
       to.shed(item, this.queueRetry, 'Server is overloaded')
     } else {
@@ -165,7 +175,7 @@ export class Pressure {
       ...(sampler === undefined ? {} : { readings: { ...sampler.readings }, limits: { ...limits } }),
       ...(probe === undefined
         ? {}
-        : { queueDelay: { standing: probe.codel.shedding, delayMs: probe.delayMs, cutMs: probe.cutMs, targetMs: this.queue!.codel.targetMs, intervalMs: this.queue!.codel.intervalMs } }),
+        : { queueDelay: { standing: probe.codel.shedding, delayMs: probe.delayMs, cutMs: probe.cutMs, targetMs: this.queue!.codel.targetMs, intervalMs: this.queue!.codel.intervalMs, acceptQueueStanding: probe.acceptQueueStanding } }),
       counts: this.counts()
     }
   }

@@ -205,6 +205,32 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.equal(handled, 0, 'the handler never saw it')
   },
 
+  '`fastify.createRateLimit(opts)`, `{ increment: false }`': async (t) => {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    await app.register(admission, { rateLimit: false })
+    const exports = app.rates.use('exports', [{ algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }])
+    app.post('/export', async (request, reply) => {
+      const d = await exports.consume(String(request.headers['x-user']))
+      if (d.denied) return reply.code(429).header('retry-after', Math.ceil(d.retryAfterMs / 1000)).send({ retryAfterMs: d.retryAfterMs })
+      return { remaining: d.remaining }
+    })
+    app.get('/export/quota', async (request) => {
+      const d = await exports.check(String(request.headers['x-user']))
+      return { allowed: d.allowed, remaining: d.remaining }
+    })
+    const as = (user: string): { headers: Record<string, string> } => ({ headers: { 'x-user': user } })
+    t.same((await app.inject({ url: '/export/quota', ...as('ann') })).json(), { allowed: true, remaining: 2 }, 'a check counts nothing')
+    t.same((await app.inject({ url: '/export/quota', ...as('ann') })).json(), { allowed: true, remaining: 2 })
+    t.same((await app.inject({ method: 'POST', url: '/export', ...as('ann') })).json(), { remaining: 1 })
+    t.same((await app.inject({ method: 'POST', url: '/export', ...as('ann') })).json(), { remaining: 0 })
+    const refused = await app.inject({ method: 'POST', url: '/export', ...as('ann') })
+    t.equal(refused.statusCode, 429)
+    t.ok(Number(refused.headers['retry-after']) > 0 && Number(refused.headers['retry-after']) <= 60)
+    t.same((await app.inject({ url: '/export/quota', ...as('ann') })).json(), { allowed: false, remaining: 0 })
+    t.same((await app.inject({ url: '/export/quota', ...as('bob') })).json(), { allowed: true, remaining: 2 }, 'the identity given is the key')
+  },
+
   '`hook`': async (t) => {
     const other = Fastify()
     t.teardown(() => other.close())

@@ -49,6 +49,7 @@ const BAD: Array<[option: 'pressure' | 'queueDelay', value: unknown, path: strin
   ['queueDelay', { targetMs: 100 }, 'queueDelay.targetMs', '100 (number)'],
   ['queueDelay', { targetMs: 10, intervalMs: 10 }, 'queueDelay.targetMs', '10 (number)'],
   ['queueDelay', { clock: 0 }, 'queueDelay.clock', '0 (number)'],
+  ['queueDelay', { utilization: 1 }, 'queueDelay.utilization', '1 (number)'],
   ['queueDelay', { step: 0.5 }, 'queueDelay.step', '0.5 (number)']
 ]
 
@@ -71,7 +72,7 @@ t.test('good options: defaults said, values kept, frozen; absent or false is off
   t.equal(validateOptions({}).queueDelay, undefined)
   t.equal(queueDelaySettings(false), undefined)
   t.equal(queueDelaySettings(undefined), undefined)
-  t.same(queueDelaySettings(true), { codel: { targetMs: 5, intervalMs: 100, step: 0.1, maxShare: 0.9 }, clock: undefined })
+  t.same(queueDelaySettings(true), { codel: { targetMs: 5, intervalMs: 100, step: 0.1, maxShare: 0.9 }, clock: undefined, utilization: undefined })
   t.same(queueDelaySettings({ targetMs: 2, intervalMs: 50 })?.codel, { targetMs: 2, intervalMs: 50, step: 0.1, maxShare: 0.9 })
   const p = pressureSettings({ maxEventLoopDelay: 50, maxEventLoopUtilization: 0.98, maxHeapUsedBytes: 1e9, maxRssBytes: 2e9, readings })!
   t.same(p.limits, { eventLoopDelay: 50, eventLoopUtilization: 0.98, heapUsedBytes: 1e9, rssBytes: 2e9 })

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import Fastify, { type FastifyInstance } from 'fastify'
 import underPressure from '@fastify/under-pressure'
+import createError from '@fastify/error'
 import admission, * as ours from '../../lib/index.js'
 import { TYPE_RSS_BYTES } from '../../lib/index.js'
 import type { AdmissionOptions, PressureOptions } from '../../lib/index.js'
@@ -199,11 +200,45 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     await t.rejects(appWith({ maxRssBytes: 1e15, sampleInterval: 9 }), { code: 'ADMISSION_INVALID_OPTION', path: 'pressure.sampleInterval' })
   },
   '`message`, `customError`': async (t) => {
-    const app = await appWith({ maxRssBytes: 1 }, { responseBody: 'text' })
+    // under-pressure's own answer, then the same through errorResponseBuilder and its error class.
+    const peer = Fastify()
+    t.teardown(() => peer.close())
+    await peer.register(underPressure, { healthCheck: async () => false, healthCheckInterval: 10 })
+    const peerHandled: string[] = []
+    peer.setErrorHandler((error: { code?: string }, _request, reply) => { peerHandled.push(String(error.code)); return reply.send(error) })
+    peer.get('/', async () => 'ok')
+    await peer.ready()
+    await until(() => peer.isUnderPressure())
+    const theirs = await peer.inject('/')
+    const UnderPressureError = createError('FST_UNDER_PRESSURE', 'Service Unavailable', 503)
+    const app = await appWith({ healthCheck: async () => false, healthCheckInterval: 10, retryAfter: 10 }, { errorResponseBuilder: () => new UnderPressureError() })
     t.teardown(() => app.close())
-    const res = await app.inject('/')
-    t.equal(res.statusCode, 503)
-    t.equal(res.body, 'lim rejected')
+    const ourHandled: string[] = []
+    await until(() => app.admission.pressure()!.underPressure)
+    const ours = await app.inject('/')
+    t.equal(ours.statusCode, theirs.statusCode)
+    t.equal(ours.body, theirs.body, `the same body: ${theirs.body}`)
+    t.equal(ours.headers['content-type'], theirs.headers['content-type'])
+    t.equal(ours.headers['retry-after'], theirs.headers['retry-after'], 'Retry-After 10, with retryAfter: 10')
+    // The error handler sees the same error.
+    const handled = Fastify()
+    t.teardown(() => handled.close())
+    let inner: FastifyInstance | undefined
+    await handled.register(async (scope) => {
+      inner = scope
+      scope.setErrorHandler((error: { code?: string }, _request, reply) => { ourHandled.push(String(error.code)); return reply.send(error) })
+      await scope.register(admission, { rateLimit: false, pressure: { healthCheck: async () => false, healthCheckInterval: 10 }, errorResponseBuilder: () => new UnderPressureError() })
+      scope.get('/', async () => 'ok')
+    })
+    await handled.ready()
+    await until(() => inner!.admission.pressure()!.underPressure)
+    await handled.inject('/')
+    t.same(ourHandled, peerHandled, 'setErrorHandler sees FST_UNDER_PRESSURE on both')
+    t.same(peerHandled, ['FST_UNDER_PRESSURE'])
+    // The built-in bodies instead.
+    const text = await appWith({ maxRssBytes: 1 }, { responseBody: 'text' })
+    t.teardown(() => text.close())
+    t.equal((await text.inject('/')).body, 'lim rejected')
     const json = await appWith({ maxRssBytes: 1 })
     t.teardown(() => json.close())
     t.same((await json.inject('/')).json(), { statusCode: 503, error: 'Service Unavailable', message: 'Server is under pressure, retry in 1 second' })
