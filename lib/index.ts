@@ -28,7 +28,7 @@ export type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient,
 export type { RatesBackend, BackendLimiter, StackLimiter } from './rates/backend.js'
 export type { RateDecision, RateAllowed, RateDenied, StackDecision, PolicyOutcome } from './rates/decision.js'
 export type { Rates, RatesScope, RateLimiter, StackedRateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'
-export type { Algorithm, Policy } from './core/rates/types.js'
+export type { Algorithm, PenaltyOption, Policy } from './core/rates/types.js'
 export {
   RatesError,
   RatesInvalidArgumentError,

@@ -26,6 +26,7 @@ const exportLists = [...text.matchAll(/^export\s*\{([^}]*)\};?\s*$/gm)]
 const last = exportLists[0]
 if (exportLists.length !== 1 || last === undefined) fail(`expected one \`export { ... }\` list, found ${exportLists.length}`)
 if (text.slice(last.index + last[0].length).trim() !== '') fail('the `export { ... }` list does not end the file')
+if (/^export\s*\{[^}]*\}\s*from\b/m.test(text)) fail('a re-export (`export { X } from ...`) beside the final list: export the type from lib/index.ts only where it is used, or teach this script the shape')
 if (/^export\s+(?!\{)/m.test(text)) fail('a top-level export other than the final list (`export declare`, `export *`, `export default`...)')
 if (new RegExp(`\\b${NAME}\\b`).test(text)) fail(`the name ${NAME} is already used`)
 

@@ -38,6 +38,13 @@ app.setErrorHandler((error, _request, reply) => {
 })
 // @ts-expect-error 'shed', 'all' or false
 await app.register(admission, { fastRefusals: true })
+await app.register(admission, { rateLimit: { limit: 100, windowMs: 60_000, penalty: 'restart' } })
+await app.register(admission, { rateLimit: { limit: 100, windowMs: 60_000, penalty: { mode: 'double', maxMs: 3_600_000 } } })
+app.get('/strict', { config: { admission: { rateLimit: { penalty: 'double' }, onBackendError: 'allow' } } }, async () => 'ok')
+// @ts-expect-error 'restart' or 'double'
+await app.register(admission, { rateLimit: { limit: 100, windowMs: 60_000, penalty: 'forever' } })
+// @ts-expect-error a penalty is for a single policy, not one of a list
+await app.register(admission, { rateLimit: [{ limit: 100, windowMs: 60_000, penalty: 'restart' }] })
 await app.register(named, { maxInFlight: false, rateLimit: false })
 
 // @ts-expect-error an unknown option

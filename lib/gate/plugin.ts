@@ -81,7 +81,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     ? (request: { ip: string }) => clientKey(request.ip, settings.ipv6Subnet)
     : (request: Parameters<NonNullable<Settings['key']>>[0]) => gateKey(settings.key!(request))
   const planner = new Planner({
-    outcomes: { global, slots, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onBackendError: settings.onBackendError, onLimit: settings.onLimit, onShed: settings.onShed },
+    outcomes: { global, slots, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
     slots,
     globalGate: inFlight !== false,
     sampler,

@@ -183,6 +183,7 @@ export class RouteWiring {
       enforce: parsed.enforce,
       errorResponseBuilder: parsed.errorResponseBuilder,
       allowList: parsed.allowList,
+      onBackendError: parsed.onBackendError,
       preHandler: parsed.hook === 'preHandler',
       failures: dry ? new FailureCount(opened.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name) : undefined,
       waitsForHandler: waits,
@@ -203,6 +204,7 @@ export class RouteWiring {
       enforce: settings.enforce,
       errorResponseBuilder: settings.errorResponseBuilder,
       allowList: settings.allowList,
+      onBackendError: settings.onBackendError,
       preHandler: false,
       failures: undefined,
       waitsForHandler: false,
@@ -263,6 +265,7 @@ function pluginRoute (settings: Settings): RouteSettings {
     enforce: settings.enforce,
     errorResponseBuilder: settings.errorResponseBuilder,
     allowList: settings.allowList,
+    onBackendError: settings.onBackendError,
     count: 'requests',
     failed: undefined
   }

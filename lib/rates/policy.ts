@@ -1,11 +1,14 @@
-import type { Algorithm, Policy } from '../core/rates/types.js'
+import type { Algorithm, Penalty, Policy } from '../core/rates/types.js'
 import { exactObject, positiveInteger, type Complain } from '../validation/checks.js'
 import { RatesInvalidArgumentError } from './errors.js'
 
 /** The algorithms, in the order messages list them. */
 export const ALGORITHMS: readonly Algorithm[] = Object.freeze(['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'])
 
-const KEYS = ['algorithm', 'limit', 'windowMs', 'burst']
+const KEYS = ['algorithm', 'limit', 'windowMs', 'burst', 'penalty']
+const PENALTY_KEYS = ['mode', 'maxMs']
+/** `penalty: 'double'` blocks at most this many windows: six doublings. */
+export const DOUBLE_MAX_WINDOWS = 64
 /** 2100-01-01T00:00:00Z in epoch ms: GCRA timestamps, scaled by `s`, must stay exact until then. */
 export const GCRA_HORIZON_MS = 4_102_444_800_000
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER)
@@ -38,8 +41,11 @@ function gcd (a: number, b: number): number {
  *   recovery in ms (its TTL): `ceil(burst * windowMs / limit)` for token-bucket and gcra,
  *   `2 * windowMs` for the window algorithms.
  *
- * The result has its keys in the order `{ algorithm, limit, windowMs, burst? }`, `burst` only for
- * `token-bucket` and `gcra`.
+ * - `penalty`: `'restart'`, `'double'` or `{ mode, maxMs? }` (`maxMs`, for `'double'` only: the
+ *   longest block, at least `windowMs`, default 64 windows); see `Penalty`.
+ *
+ * The result has its keys in the order `{ algorithm, limit, windowMs, burst?, penalty? }`, `burst`
+ * only for `token-bucket` and `gcra`.
  */
 export function normalizePolicy (input: unknown, path = 'policy', defaults?: { algorithm?: Algorithm }, complain: Complain = RatesInvalidArgumentError.complain): Readonly<Policy> {
   const fields: Fields = exactObject(complain, path, input, POLICY_SHAPE)
@@ -58,7 +64,7 @@ export function normalizePolicy (input: unknown, path = 'policy', defaults?: { a
       safe(complain, path, policy, `${path}.limit * ${path}.windowMs`, BigInt(limit) * BigInt(windowMs), `${limit} * ${windowMs}`)
     }
     safe(complain, path, policy, `2 * ${path}.windowMs (the state's time to full recovery in ms)`, 2n * BigInt(windowMs), `2 * ${windowMs}`)
-    return Object.freeze(policy)
+    return withPenalty(complain, path, policy, fields.penalty)
   }
   const burst = fields.burst === undefined ? limit : positiveInteger(complain, `${path}.burst`, fields.burst)
   const full = { ...policy, burst }
@@ -76,7 +82,28 @@ export function normalizePolicy (input: unknown, path = 'policy', defaults?: { a
   const l = BigInt(limit)
   safe(complain, path, full, `ceil(${path}.burst * ${path}.windowMs / ${path}.limit) (the state's time to full recovery in ms)`,
     (scaled + l - 1n) / l, `ceil(${burst} * ${windowMs} / ${limit})`)
-  return Object.freeze(full)
+  return withPenalty(complain, path, full, fields.penalty)
+}
+
+/** The policy with its penalty (when given), frozen. */
+function withPenalty (complain: Complain, path: string, policy: Policy, value: unknown): Readonly<Policy> {
+  if (value === undefined) return Object.freeze(policy)
+  const at = `${path}.penalty`
+  const input: Record<string, unknown> = typeof value === 'string' ? { mode: value } : exactObject(complain, at, value, PENALTY_SHAPE)
+  const maxMs = input.maxMs
+  let penalty: Penalty
+  if (input.mode === 'restart') {
+    if (maxMs !== undefined) throw complain({ path: `${at}.maxMs`, expected: "absent for mode 'restart' (each refusal blocks one window from it)", value: maxMs })
+    penalty = Object.freeze({ mode: 'restart' as const })
+  } else if (input.mode === 'double') {
+    const longest = maxMs === undefined ? DOUBLE_MAX_WINDOWS * policy.windowMs : positiveInteger(complain, `${at}.maxMs`, maxMs)
+    if (longest < policy.windowMs) throw complain({ path: `${at}.maxMs`, expected: `at least windowMs (${policy.windowMs}): the first refusal blocks one window`, value: maxMs })
+    safe(complain, path, policy, `${at}.maxMs (the longest block in ms)`, BigInt(longest), `${longest}`)
+    penalty = Object.freeze({ mode: 'double' as const, maxMs: longest })
+  } else {
+    throw complain({ path: typeof value === 'string' ? at : `${at}.mode`, expected: "'restart' or 'double'", value: input.mode })
+  }
+  return Object.freeze({ ...policy, penalty })
 }
 
 /** The policy's capacity, the largest cost: `burst` for token-bucket and gcra, `limit` otherwise. */
@@ -86,34 +113,44 @@ export function capacityOf (policy: Policy): number {
 
 /** Whether two normalized policies are the same. */
 export function samePolicy (a: Policy, b: Policy): boolean {
-  return a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.burst === b.burst
+  return a.algorithm === b.algorithm && a.limit === b.limit && a.windowMs === b.windowMs && a.burst === b.burst &&
+    a.penalty?.mode === b.penalty?.mode && penaltyMax(a) === penaltyMax(b)
+}
+
+function penaltyMax (policy: Policy): number | undefined {
+  return policy.penalty?.mode === 'double' ? policy.penalty.maxMs : undefined
 }
 
 /**
- * A normalized policy as a stable string, `algorithm:limit:windowMs[:burst]`, e.g.
- * `token-bucket:100:60000:20` or `fixed-window:100:60000`; equal exactly when `samePolicy()`.
+ * A normalized policy as a stable string, `algorithm:limit:windowMs[:burst][~restart|~double.maxMs]`,
+ * e.g. `token-bucket:100:60000:20`, `fixed-window:100:60000` or `fixed-window:100:60000~restart`;
+ * equal exactly when `samePolicy()`.
  */
 export function policyFingerprint (policy: Policy): string {
   const base = `${policy.algorithm}:${policy.limit}:${policy.windowMs}`
-  return policy.burst === undefined ? base : `${base}:${policy.burst}`
+  const quota = policy.burst === undefined ? base : `${base}:${policy.burst}`
+  const penalty = policy.penalty
+  return penalty === undefined ? quota : penalty.mode === 'restart' ? `${quota}~restart` : `${quota}~double.${penalty.maxMs}`
 }
 
-const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([1-9][0-9]*):([1-9][0-9]*)(?::([1-9][0-9]*))?$/
+const FINGERPRINT = /^(token-bucket|fixed-window|sliding-window-counter|gcra):([1-9][0-9]*):([1-9][0-9]*)(?::([1-9][0-9]*))?(?:~(restart|double\.([1-9][0-9]*)))?$/
 
 /** The policy a fingerprint names (the inverse of `policyFingerprint`), or undefined when it names none. */
 export function policyOfFingerprint (fingerprint: string): Policy | undefined {
   const match = FINGERPRINT.exec(fingerprint)
   if (match === null) return undefined
-  const [, algorithm, limit, windowMs, burst] = match as unknown as [string, Policy['algorithm'], string, string, string | undefined]
-  const policy: Policy = burst === undefined
+  const [, algorithm, limit, windowMs, burst, penalty, maxMs] = match as unknown as [string, Policy['algorithm'], string, string, string | undefined, string | undefined, string | undefined]
+  const quota: Policy = burst === undefined
     ? { algorithm, limit: Number(limit), windowMs: Number(windowMs) }
     : { algorithm, limit: Number(limit), windowMs: Number(windowMs), burst: Number(burst) }
-  return Object.freeze(policy)
+  if (penalty === undefined) return Object.freeze(quota)
+  return Object.freeze({ ...quota, penalty: Object.freeze(maxMs === undefined ? { mode: 'restart' as const } : { mode: 'double' as const, maxMs: Number(maxMs) }) })
 }
 
-interface Fields { algorithm?: unknown, limit?: unknown, windowMs?: unknown, burst?: unknown }
+interface Fields { algorithm?: unknown, limit?: unknown, windowMs?: unknown, burst?: unknown, penalty?: unknown }
 
-export const POLICY_SHAPE = { keys: KEYS, expected: 'a plain object { algorithm, limit, windowMs, burst? }' }
+export const POLICY_SHAPE = { keys: KEYS, expected: 'a plain object { algorithm, limit, windowMs, burst?, penalty? }' }
+const PENALTY_SHAPE = { keys: PENALTY_KEYS, expected: "'restart', 'double' or a plain object { mode, maxMs? }" }
 
 function safe (complain: Complain, path: string, policy: Policy, subject: string, value: bigint, formula: string): void {
   if (value > MAX_SAFE) throw complain({ path, expected: SAFE, value: { ...policy }, subject, got: `${value} (${formula})` })

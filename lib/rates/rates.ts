@@ -1,4 +1,4 @@
-import type { Algorithm, Policy } from '../core/rates/types.js'
+import type { Algorithm, PenaltyOption, Policy } from '../core/rates/types.js'
 import { limiterAddress } from './address.js'
 import type { BackendLimiter, StackLimiter } from './backend.js'
 import { costOption, type ConsumeOptions } from './consume-options.js'
@@ -22,6 +22,8 @@ export interface RatePolicy {
   windowMs: number
   /** Capacity of `token-bucket` and `gcra` (default `limit`); not allowed for the window algorithms. */
   burst?: number
+  /** Refusals block, longer while the client keeps asking (`'restart'` or `'double'`); a single limiter's policy only, not a stack's. */
+  penalty?: PenaltyOption
 }
 
 /**

@@ -60,10 +60,35 @@ for (const [name, answer] of Object.entries(FAILURES)) {
   })
 }
 
-t.test("onBackendError 'allow' admits on any failure, counted as admitted and unavailable", async (t) => {
+t.test("onBackendError 'allow' admits on any failure, counted as admitted and unavailable, with the policy and no guessed RateLimit", async (t) => {
   const { app } = await appWith(t, { backend: backendAnswering(() => Promise.reject(new Error('bug'))), onBackendError: 'allow' })
-  t.equal((await app.inject('/x')).statusCode, 200)
+  const res = await app.inject('/x')
+  t.equal(res.statusCode, 200)
+  t.equal(res.headers['ratelimit-policy'], '"default";q=5;w=30', 'the policy is known without a decision')
+  t.equal(res.headers.ratelimit, undefined, 'what remains is not: no RateLimit field')
   t.match(app.admission.stats(), { admitted: 1, unavailable: 1, inFlight: 0 })
+  const quiet = await appWith(t, { backend: backendAnswering(() => Promise.reject(new Error('bug'))), onBackendError: 'allow', headers: false })
+  t.equal((await quiet.app.inject('/x')).headers['ratelimit-policy'], undefined, 'headers: false sends none')
+})
+
+t.test('a route chooses its own onBackendError (as @fastify/rate-limit\'s skipOnError per route)', async (t) => {
+  for (const plugin of ['deny', 'allow'] as const) {
+    const other = plugin === 'deny' ? 'allow' : 'deny'
+    const { app, logs } = await appWith(t, { backend: backendAnswering(() => Promise.reject(new Error('down'))), onBackendError: plugin })
+    app.get('/own', { config: { admission: { onBackendError: other } } }, async () => 'ok')
+    app.get('/inherits', { config: { admission: { cost: 2 } } }, async () => 'ok')
+    const status = (choice: 'deny' | 'allow'): number => choice === 'allow' ? 200 : 503
+    t.equal((await app.inject('/x')).statusCode, status(plugin), `plugin ${plugin}: a route without its own`)
+    t.equal((await app.inject('/inherits')).statusCode, status(plugin), 'a route with config.admission but no onBackendError takes the plugin\'s')
+    t.equal((await app.inject('/own')).statusCode, status(other), `the route's own: ${other}`)
+    const said = logs.filter((line) => line.level === 50).map((line) => String(line.msg))
+    t.ok(said.some((msg) => msg.includes('GET /own') && msg.includes(`onBackendError '${other}'`)), 'the log names the route\'s answer')
+  }
+  const bad = Fastify()
+  t.teardown(() => bad.close())
+  await bad.register(admission)
+  bad.get('/y', { config: { admission: { onBackendError: 'skip' as 'allow' } } }, async () => 'ok')
+  t.match(await bad.ready().then(() => undefined, (e: unknown) => e), { code: 'ADMISSION_INVALID_OPTION', path: 'config.admission of GET /y.onBackendError' })
 })
 
 t.test('a failure is logged again after a decision succeeded in between', async (t) => {

@@ -110,12 +110,12 @@ const rateRejected = (t: Test, rateLimit: unknown, path: string, value: unknown,
   isPolicyError(t, thrown(() => validateOptions({ rateLimit })), path, value, expected)
 }
 
-const POLICY_SHAPE = 'a plain object { algorithm, limit, windowMs, burst? }'
+const POLICY_SHAPE = 'a plain object { algorithm, limit, windowMs, burst?, penalty? }'
 
 // A valid rate limit to vary one field of.
 const RL = { limit: 10, windowMs: 1000, burst: 5 }
 // What a route's settings hold beyond the gate's numbers, when it sets none of it.
-const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined }
+const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined, onBackendError: 'deny' }
 /** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
 const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined }
 
@@ -299,7 +299,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, criticalReserve, allowListSkipsShedding, limitStatusCode, responseBody, fastRefusals, headers, key, ipv6Subnet, maxIdentities, backend, onBackendError, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, criticalReserve, allowListSkipsShedding, limitStatusCode, responseBody, fastRefusals, headers, key, ipv6Subnet, maxIdentities, backend, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {
@@ -742,7 +742,7 @@ t.test('route: the value must be false or a plain object', async (t) => {
   for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['off', "'off' (string)"], [[], '[]'], [instance, 'Admission'], [() => ({}), '[Function (anonymous)] (function)']] as Bad[]) {
     routeRejected(t, value, '', value, shown)
   }
-  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, priority?, groupId?, count?, failed? } or false')
+  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed? } or false')
 })
 
 t.test('route: unknown keys, including plugin-only options and register keys', async (t) => {
@@ -754,7 +754,6 @@ t.test('route: unknown keys, including plugin-only options and register keys', a
     ['headers', false, 'false (boolean)'],
     ['maxIdentities', 5, '5 (number)'],
     ['backend', backend, 'MemoryBackend'],
-    ['onBackendError', 'allow', "'allow' (string)"],
     ['prefix', '/x', "'/x' (string)"],
     ['limit', 5, '5 (number)'],
     ['algorithm', 'gcra', "'gcra' (string)"],

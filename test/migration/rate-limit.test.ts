@@ -4,7 +4,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Redis } from 'ioredis'
 import admission, { AdmissionOptionError, DECISION_CHANNEL, memoryBackend, redisBackend } from '../../lib/index.js'
-import type { AdmissionDecisionEvent, AdmissionOptions } from '../../lib/index.js'
+import type { AdmissionDecisionEvent, AdmissionOptions, RatesBackend } from '../../lib/index.js'
 import { deleteKeys, sharedRedis, uniquePrefix } from '../backends/redis/helpers.js'
 
 // The table of docs/migration/rate-limit.md ("Coming from @fastify/rate-limit"), a test per row:
@@ -255,8 +255,18 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
       const failed = await app.inject({ url: '/', headers: { 'x-api-key': 'b' } })
       t.equal(failed.statusCode, status, `onBackendError: '${onBackendError}'`)
       if (status === 503) t.ok(failed.headers['retry-after'], 'the refusal says when')
+      else t.same([failed.headers['ratelimit-policy'], failed.headers.ratelimit], ['"default";q=5;w=60', undefined], 'the policy, no guessed RateLimit')
       t.equal(app.admission.stats().unavailable, 1)
     }
+    // Per route, as a route's skipOnError.
+    const app = await appWith({ rateLimit: { limit: 5, windowMs: 60_000 }, backend: memoryBackend({ maxIdentities: 1 }), key: (request) => String(request.headers['x-api-key']) }, (app) => {
+      app.get('/', async () => 'ok')
+      app.get('/lenient', { config: { admission: { onBackendError: 'allow' } } }, async () => 'ok')
+    })
+    t.teardown(() => app.close())
+    t.equal((await app.inject({ url: '/', headers: { 'x-api-key': 'a' } })).statusCode, 200)
+    t.equal((await app.inject({ url: '/', headers: { 'x-api-key': 'b' } })).statusCode, 503, 'the plugin\'s deny')
+    t.equal((await app.inject({ url: '/lenient', headers: { 'x-api-key': 'b' } })).statusCode, 200, 'the route\'s allow')
   },
 
   '`redis`, `nameSpace`': async (t) => {
@@ -274,6 +284,40 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     })
   },
 
+  '`store`': async (t) => {
+    await refuses(t, { store: class {} }, 'store')
+    const consumed: Array<[string, number]> = []
+    const backend: RatesBackend = {
+      kind: 'custom',
+      limiter: (_address, policy) => ({
+        policy,
+        consume: async (identity, cost) => {
+          consumed.push([identity, cost])
+          return consumed.length <= 2 ? { allowed: true, denied: false, remaining: 2 - consumed.length, resetAt: Date.now() + 60_000 } : { allowed: false, denied: true, remaining: 0, retryAfterMs: 30_000, resetAt: Date.now() + 60_000 }
+        },
+        state: async () => undefined,
+        delete: async () => false
+      }),
+      stop: async () => {}
+    }
+    const app = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 2, windowMs: 60_000 }, backend, key: () => 'ann' })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 3), [200, 200, 429])
+    t.same(consumed, [['ann', 1], ['ann', 1], ['ann', 1]], 'the backend is asked for each decision')
+    t.equal((await app.inject('/')).headers['retry-after'], '30', "its wait is the client's")
+  },
+
+  '`fastify.rateLimit(opts)`': async (t) => {
+    const app = await appWith({ rateLimit: false }, (app) => {
+      app.get('/', async () => 'ok')
+      app.get('/limited', { config: { admission: { rateLimit: { limit: 1, windowMs: 60_000 } } } }, async () => 'ok')
+    })
+    t.teardown(() => app.close())
+    t.equal(app.hasDecorator('rateLimit'), false, 'the name stays free')
+    t.same(await statuses(app, 2, '/limited'), [200, 429], 'a route with its own policy')
+    t.same(await statuses(app, 3), [200, 200, 200], 'the others unlimited (global: false)')
+  },
+
   '`onExceeding`, `onExceeded`': async (t) => {
     await refuses(t, { onExceeding: () => {} }, 'onExceeding')
     await refuses(t, { onExceeded: () => {} }, 'onExceeded')
@@ -287,6 +331,49 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same(await statuses(app, 2), [200, 429])
     t.same(limited, [60_000], 'onLimit: each refused request, with the wait')
     t.match(events.map((e) => [e.outcome, e.key]), [['admitted', '127.0.0.1'], ['limited', '127.0.0.1']], 'onExceeding: the decision channel')
+  },
+
+  '`continueExceeding`': async (t) => {
+    await refuses(t, { continueExceeding: true }, 'continueExceeding')
+    let now = 1_000_000
+    const app = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 2, windowMs: 10_000, penalty: 'restart' }, backend: memoryBackend({ clock: () => now }) })
+    t.teardown(() => app.close())
+    t.same(await statuses(app, 3), [200, 200, 429])
+    const at = async (ms: number): Promise<[number, string | undefined]> => {
+      now = 1_000_000 + ms
+      const res = await app.inject('/')
+      return [res.statusCode, res.headers['retry-after'] as string | undefined]
+    }
+    t.same(await at(9_000), [429, '10'], 'asked again before the window ended: blocked for a window from now (the window alone would end at 10 000)')
+    t.same(await at(18_999), [429, '10'], 'and again')
+    t.same(await at(28_998), [429, '10'], '1 ms before the block ends: blocked again')
+    t.same(await at(38_998), [200, undefined], 'a whole window without asking: admitted at Retry-After')
+  },
+
+  '`exponentialBackoff`': async (t) => {
+    await refuses(t, { exponentialBackoff: true }, 'exponentialBackoff')
+    let now = 2_000_000
+    const app = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 1_000, penalty: { mode: 'double', maxMs: 8_000 } }, backend: memoryBackend({ clock: () => now }) })
+    t.teardown(() => app.close())
+    t.equal((await app.inject('/')).statusCode, 200)
+    const waits: string[] = []
+    for (let i = 0; i < 6; i++) {
+      now += 1
+      waits.push((await app.inject('/')).headers['retry-after'] as string)
+    }
+    t.same(waits, ['1', '2', '4', '8', '8', '8'], 'Retry-After 1, 2, 4 … windows, at most maxMs')
+    now += 8_000
+    t.equal((await app.inject('/')).statusCode, 200, 'waited out: admitted, and the block forgotten')
+    now += 1
+    t.equal((await app.inject('/')).headers['retry-after'], '1', 'the next refusal starts from one window again')
+    // On a route: the plugin's policy with the route's penalty.
+    const route = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 1_000 } }, (app) => {
+      app.get('/', async () => 'ok')
+      app.get('/strict', { config: { admission: { rateLimit: { penalty: 'double' } } } }, async () => 'ok')
+    })
+    t.teardown(() => route.close())
+    t.same(await statuses(route, 3, '/strict'), [200, 429, 429])
+    t.equal((await route.inject('/strict')).headers['retry-after'], '4', 'the third refusal in a row: four windows')
   },
 
   '`ban`': async (t) => {

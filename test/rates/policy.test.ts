@@ -1,8 +1,9 @@
 import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import {
-  normalizePolicy, capacityOf, samePolicy, policyFingerprint, ALGORITHMS, GCRA_HORIZON_MS
+  normalizePolicy, capacityOf, samePolicy, policyFingerprint, policyOfFingerprint, ALGORITHMS, GCRA_HORIZON_MS
 } from '../../lib/rates/policy.js'
+import { normalizePolicies } from '../../lib/rates/policy-stack.js'
 import { RatesError, RatesInvalidArgumentError } from '../../lib/rates/errors.js'
 import type { Algorithm, Policy } from '../../lib/core/rates/types.js'
 import { invalid } from '../helpers/errors.js'
@@ -10,7 +11,7 @@ import { invalid } from '../helpers/errors.js'
 const MAX = Number.MAX_SAFE_INTEGER
 
 const ONE_OF = "one of 'token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'"
-const PLAIN = 'a plain object { algorithm, limit, windowMs, burst? }'
+const PLAIN = 'a plain object { algorithm, limit, windowMs, burst?, penalty? }'
 
 t.test('valid policies: normalized, burst defaulted or absent, keys in a fixed order', async (t) => {
   t.same(ALGORITHMS, ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'])
@@ -307,9 +308,11 @@ t.test('samePolicy and policyFingerprint', async (t) => {
     'a defaulted burst equals the explicit one')
 
   const small = fc.integer({ min: 1, max: 4 })
-  const input = fc.record({ algorithm: fc.constantFrom<Algorithm>(...ALGORITHMS), limit: small, windowMs: small, burst: fc.option(small, { nil: undefined }) })
-    .map(({ algorithm, limit, windowMs, burst }) => {
+  const penalty = fc.option(fc.constantFrom<unknown>('restart', 'double', { mode: 'double', maxMs: 4 }, { mode: 'restart' }), { nil: undefined })
+  const input = fc.record({ algorithm: fc.constantFrom<Algorithm>(...ALGORITHMS), limit: small, windowMs: small, burst: fc.option(small, { nil: undefined }), penalty })
+    .map(({ algorithm, limit, windowMs, burst, penalty }) => {
       const p: Record<string, unknown> = { algorithm, limit, windowMs }
+      if (penalty !== undefined) p.penalty = penalty
       if (burst !== undefined && (algorithm === 'token-bucket' || algorithm === 'gcra')) p.burst = burst
       return p
     })
@@ -320,6 +323,43 @@ t.test('samePolicy and policyFingerprint', async (t) => {
       samePolicy(a, b) === (JSON.stringify(a) === JSON.stringify(b)) &&
       samePolicy(a, a) && samePolicy(a, b) === samePolicy(b, a)
   }), { numRuns: 2000 })
+})
+
+t.test('penalty: restart, double (at most 64 windows unless maxMs), in the fingerprint; anything else refused naming the field', async (t) => {
+  const base = { algorithm: 'fixed-window', limit: 5, windowMs: 1000 } as const
+  const restart = normalizePolicy({ ...base, penalty: 'restart' })
+  t.strictSame(restart, { ...base, penalty: { mode: 'restart' } })
+  t.ok(Object.isFrozen(restart.penalty))
+  t.strictSame(normalizePolicy({ ...base, penalty: { mode: 'restart' } }), restart)
+  t.strictSame(normalizePolicy({ ...base, penalty: 'double' }).penalty, { mode: 'double', maxMs: 64_000 })
+  t.strictSame(normalizePolicy({ ...base, penalty: { mode: 'double', maxMs: 1000 } }).penalty, { mode: 'double', maxMs: 1000 }, 'one window: the least')
+  t.strictSame(normalizePolicy({ ...base, penalty: undefined }), base, 'undefined is absent')
+  t.equal(policyFingerprint(restart), 'fixed-window:5:1000~restart')
+  t.equal(policyFingerprint(normalizePolicy({ algorithm: 'gcra', limit: 5, windowMs: 1000, penalty: { mode: 'double', maxMs: 8000 } })), 'gcra:5:1000:5~double.8000')
+  for (const p of [restart, normalizePolicy({ algorithm: 'token-bucket', limit: 5, windowMs: 1000, burst: 7, penalty: 'double' })]) {
+    t.same(policyOfFingerprint(policyFingerprint(p)), p, `the fingerprint names the policy: ${policyFingerprint(p)}`)
+  }
+  t.equal(policyOfFingerprint('fixed-window:5:1000~double'), undefined, 'double names its bound')
+  t.equal(policyOfFingerprint('fixed-window:5:1000~restart.5'), undefined)
+  t.notOk(samePolicy(restart, base as unknown as Policy))
+  t.notOk(samePolicy(restart, normalizePolicy({ ...base, penalty: 'double' })))
+  t.notOk(samePolicy(normalizePolicy({ ...base, penalty: { mode: 'double', maxMs: 2000 } }), normalizePolicy({ ...base, penalty: 'double' })))
+  const bad: Array<[unknown, string, RegExp]> = [
+    ['forever', 'policy.penalty', /'restart' or 'double'/],
+    [{ mode: 'triple' }, 'policy.penalty.mode', /'restart' or 'double'/],
+    [{ mode: 'restart', maxMs: 5000 }, 'policy.penalty.maxMs', /absent for mode 'restart'/],
+    [{ mode: 'double', maxMs: 999 }, 'policy.penalty.maxMs', /at least windowMs \(1000\)/],
+    [{ mode: 'double', maxMs: 1.5 }, 'policy.penalty.maxMs', /positive safe integer/],
+    [{ mode: 'double', maxMs: 2 ** 53 }, 'policy.penalty.maxMs', /positive safe integer/],
+    [{ mode: 'double', max: 5000 }, 'policy.penalty.max', /no other keys/],
+    [true, 'policy.penalty', /'restart', 'double' or a plain object/]
+  ]
+  for (const [penalty, path, message] of bad) {
+    const error = invalid(() => normalizePolicy({ ...base, penalty }))
+    t.equal(error.path, path, JSON.stringify(penalty))
+    t.match(error.message, message)
+  }
+  t.throws(() => normalizePolicies([{ ...base, penalty: 'restart' }]), { path: 'policies[0].penalty', message: /absent in a list of policies/ })
 })
 
 t.test('property: any input either normalizes to a valid policy or throws RatesInvalidArgumentError', async (t) => {

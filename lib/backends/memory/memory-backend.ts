@@ -1,4 +1,4 @@
-import { kernelOf, type Policy } from '../../core/rates/index.js'
+import { kernelFor, type Policy } from '../../core/rates/index.js'
 import { MemoryLimiter } from './memory-limiter.js'
 import { ADMITTED, UNDECIDABLE, type BackendLimiter, type RatesBackend, type SynchronousDecisions, type Verdict } from '../../rates/backend.js'
 import { epochMs } from '../../rates/clock.js'
@@ -88,7 +88,7 @@ export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecision
     this.backend = backend
     this.address = address
     this.policy = policy
-    this.store = new MemoryLimiter(kernelOf(policy.algorithm), policy, backend.maxIdentities)
+    this.store = new MemoryLimiter(kernelFor(policy), policy, backend.maxIdentities)
   }
 
   get remaining (): number { return this.store.remaining }

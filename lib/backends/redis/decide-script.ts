@@ -16,7 +16,8 @@ import { createHash } from 'node:crypto'
 export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one key, atomically.
 --
 -- KEYS[1]  the state of one identity under one limiter: <prefix>{<address>:<identity>}
--- ARGV[1]  the policy fingerprint "<algorithm>:<limit>:<windowMs>[:<burst>]" (policyFingerprint())
+-- ARGV[1]  the policy fingerprint "<algorithm>:<limit>:<windowMs>[:<burst>][~restart|~double.<maxMs>]"
+--          (policyFingerprint()); the suffix is the penalty (penalty.ts)
 -- ARGV[2]  the cost: a positive integer, at most the policy's capacity (the caller checks it)
 -- ARGV[3]  TESTS ONLY, never sent by the backend in production (it sends '' there when ARGV[4]
 --          follows): the time to decide at, in epoch ms, instead of the server's TIME. Key expiry
@@ -32,7 +33,9 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 --
 -- Stored value: one string, "<fingerprint> <n1> <n2> [<n3>]", the kernel's state fields in the
 -- order of its write(): token-bucket "tokens last", fixed-window "start count",
--- sliding-window-counter "start previous current", gcra "tat". A key whose fingerprint differs
+-- sliding-window-counter "start previous current", gcra "tat"; with a penalty, then "blockedUntil
+-- strikes" (penalty.ts: while now < blockedUntil every request is refused, the algorithm's state
+-- left as it was, and the block grows). A key whose fingerprint differs
 -- from ARGV[1] is never reset or rewritten: the script answers with a conflict (and gives the key
 -- the caller's recovery time as its TTL if it has none: no backend leaves a key without one).
 -- A key that holds no string at all (a hash, a list … another program wrote: GET answers
@@ -49,11 +52,12 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 --   fixed-window            start a multiple of windowMs, start <= now + R, count <= limit
 --   sliding-window-counter  start a multiple of windowMs, start <= now + R, previous and current <= limit
 --   gcra                    tat <= (now + R) * s + tau (what a state written at now + R can hold)
+--   a penalty's block       blockedUntil <= now + R + max(R, its longest block), strikes <= 64
 -- The allowance R lets a server clock step back by up to R: the kernels decide such states as
 -- they do for any clock that stepped back. Any other state is not trusted and not reset either:
 -- the script decides as if it held the worst state a client can legitimately be in at now
 -- (token-bucket empty at now, fixed-window full in now's window, sliding-window-counter current
--- window full, gcra the whole burst taken at now), which denies and recovers within R, and stores
+-- window full, gcra the whole burst taken at now; with a penalty, not blocked), which denies and recovers within R, and stores
 -- the result (with its TTL). So a stored state never locks a client beyond now + 2R (an accepted
 -- state: its own time <= now + R, plus R), and a rejected one beyond now + R.
 --
@@ -79,8 +83,22 @@ local cost = tonumber(ARGV[2])
 local testNow = ARGV[3]
 if testNow == '' then testNow = nil end
 local deadline = ARGV[4]
+-- Only a stack wants every stored state's recovery (decide-stack-script.ts sets it).
+local standingWanted = false
 
-local algorithm, limitText, windowText, burstText = string.match(fingerprint, '^([a-z-]+):(%d+):(%d+):?(%d*)$')
+-- A penalty is a suffix: a plain find keeps the usual fingerprint off a second pattern.
+local quotaPrint = fingerprint
+local penaltyMode, penaltyMax
+if string.find(fingerprint, '~', 1, true) then
+  local maxText
+  quotaPrint, penaltyMode, maxText = string.match(fingerprint, '^([^~]*)~([a-z]+)%.?(%d*)$')
+  if penaltyMode == 'double' and maxText ~= '' then
+    penaltyMax = tonumber(maxText)
+  elseif penaltyMode ~= 'restart' or maxText ~= '' then
+    return redis.error_reply('fastify-admission: bad arguments')
+  end
+end
+local algorithm, limitText, windowText, burstText = string.match(quotaPrint, '^([a-z-]+):(%d+):(%d+):?(%d*)$')
 if deadline then deadline = tonumber(deadline) end
 if not algorithm or not cost or deadline == nil and ARGV[4] then
   return redis.error_reply('fastify-admission: bad arguments')
@@ -149,6 +167,9 @@ elseif algorithm == 'gcra' then
 else
   return redis.error_reply('fastify-admission: unknown algorithm ' .. algorithm)
 end
+-- The algorithm's own fields; a penalty stores two more after them.
+local quotaFields = fields
+if penaltyMode then fields = fields + 2 end
 
 -- The stored state, checked against the caller's policy (see Validation above).
 -- pcall: a key of another type fails GET with WRONGTYPE, read as a state not trusted (the
@@ -157,7 +178,7 @@ end
 local stored = redis.pcall('GET', key)
 local fresh = true
 local worst = false
-local n1, n2, n3
+local n1, n2, n3, pb, pk
 if type(stored) == 'table' then
   if string.find(stored.err, 'WRONGTYPE', 1, true) ~= 1 then return stored end
   fresh = false
@@ -169,7 +190,7 @@ elseif stored then
   -- with the caller's fingerprint followed by a space or by nothing has exactly that fingerprint
   -- (the caller's contains no space), and its fields are matched from there; any other value has
   -- another one, read with '^%S*' (a conflict).
-  local storedFingerprint, f1, f2, f3
+  local storedFingerprint, f1, f2, f3, f4, f5
   local after = #fingerprint + 1
   local b = string.byte(stored, after)
   if string.find(stored, fingerprint, 1, true) == 1 and (b == nil or b == 32 or b >= 9 and b <= 13) then
@@ -178,8 +199,20 @@ elseif stored then
       f1 = string.match(stored, '^ (%d+)$', after)
     elseif fields == 2 then
       f1, f2 = string.match(stored, '^ (%d+) (%d+)$', after)
-    else
+    elseif fields == 3 then
       f1, f2, f3 = string.match(stored, '^ (%d+) (%d+) (%d+)$', after)
+    elseif fields == 4 then
+      f1, f2, f3, f4 = string.match(stored, '^ (%d+) (%d+) (%d+) (%d+)$', after)
+    else
+      f1, f2, f3, f4, f5 = string.match(stored, '^ (%d+) (%d+) (%d+) (%d+) (%d+)$', after)
+    end
+    -- A penalty's two fields follow the algorithm's.
+    if penaltyMode then
+      if quotaFields == 1 then
+        f4, f5, f2, f3 = f2, f3, nil, nil
+      elseif quotaFields == 2 then
+        f4, f5, f3 = f3, f4, nil
+      end
     end
   else
     storedFingerprint = string.match(stored, '^%S*')
@@ -193,7 +226,13 @@ elseif stored then
   fresh = false
   n1, n2, n3 = decimal(f1), decimal(f2), decimal(f3)
   local horizon = now + recovery
-  local valid = n1 and (fields < 2 or n2) and (fields < 3 or n3)
+  local valid = n1 and (quotaFields < 2 or n2) and (quotaFields < 3 or n3)
+  if valid and penaltyMode then
+    pb, pk = decimal(f4), decimal(f5)
+    local longest = windowMs
+    if penaltyMax then longest = penaltyMax end
+    valid = pb and pk and pb <= horizon + math.max(recovery, longest) and pk <= 64
+  end
   if valid then
     if algorithm == 'token-bucket' then
       valid = n1 <= burst * windowMs and n2 <= horizon
@@ -208,8 +247,9 @@ elseif stored then
   worst = not valid
 end
 -- The numbers of a trusted stored state, to tell below whether the decision changed it.
-local s1, s2, s3
-if not fresh and not worst then s1, s2, s3 = n1, n2, n3 end
+local s1, s2, s3, sb, sk
+if not fresh and not worst then s1, s2, s3, sb, sk = n1, n2, n3, pb, pk end
+if penaltyMode and (fresh or worst) then pb, pk = 0, 0 end
 
 local t = now
 local c = cost
@@ -332,18 +372,78 @@ else
   n1 = tat
 end
 
+-- The state as it stands recovers at: a missing (fresh) one has, at now; a trusted stored one
+-- where its kernel's recoversAt() says (on s1, s2, s3). Wanted by a penalty's block (below) and by
+-- a stack's refusal (decide-stack-script.ts, which wants it always).
+local standing = now
+if s1 and (standingWanted or penaltyMode and t < pb) then
+  if algorithm == 'token-bucket' then
+    standing = s2 + ceilDiv(math.max(0, burst * windowMs - s1), limit)
+  elseif algorithm == 'fixed-window' then
+    standing = s1
+    if s2 > 0 then standing = s1 + windowMs end
+  elseif algorithm == 'sliding-window-counter' then
+    standing = s1
+    if s3 > 0 then
+      standing = s1 + 2 * windowMs
+    elseif s2 > 0 then
+      standing = s1 + windowMs
+    end
+  else
+    standing = ceilDiv(s1, scale)
+  end
+end
+
+-- penalty.ts: blocked (only a trusted stored state can be), the decision above was a look: the
+-- algorithm's state stays as stored, the block grows to the penalty after this refusal, and the
+-- wait is the block's end or the algorithm's own, whichever is later. Not blocked, a denial
+-- starts a block of one window (at least the algorithm's wait); an admission forgets the block.
+if penaltyMode then
+  if t < pb then
+    local k = math.min(64, pk + 1)
+    local block = windowMs
+    if penaltyMax then
+      block = windowMs * 2 ^ (k - 1)
+      if block >= penaltyMax then block = penaltyMax end
+    end
+    local untilAt = math.max(pb, t + block)
+    local endAt = untilAt
+    if not allowed then endAt = math.max(untilAt, t + retryAfterMs) end
+    n1, n2, n3 = s1, s2, s3
+    recoversAt = standing
+    allowed, remaining, retryAfterMs = false, 0, endAt - t
+    resetAt = math.max(t, endAt, recoversAt)
+    pb, pk = untilAt, k
+  elseif not allowed then
+    local untilAt = t + math.max(retryAfterMs, windowMs)
+    remaining, retryAfterMs, resetAt = 0, untilAt - t, math.max(t, resetAt, untilAt)
+    pb, pk = untilAt, 1
+  else
+    pb, pk = 0, 0
+  end
+  recoversAt = math.max(recoversAt, pb)
+end
+
 -- Expires when fully recovered (the state then equals a fresh one); at least 1 ms.
 -- A denial often leaves the state as it was: then there is nothing to write (nor to replicate),
 -- and a TTL this script set already ends at the same recoversAt; only a key without one gets it.
 -- A trusted stored value is exactly the text written below for its numbers (our fingerprint,
 -- single spaces, canonical digits of safe integers: all checked above), so the state is
 -- unchanged exactly when its numbers are, and an unchanged one is not even formatted.
-if fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 then
+if fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 or pb ~= sb or pk ~= sk then
   -- Integers as decimal digits: '%d' (Lua 5.1 casts the double to a C long, 64 bits wherever
   -- Redis runs) is exact for every safe integer, and costs a fraction of '%.0f' (a float
   -- conversion); tostring() keeps only 14 significant digits.
   local value
-  if fields == 1 then
+  if penaltyMode then
+    if quotaFields == 1 then
+      value = string.format('%s %d %d %d', fingerprint, n1, pb, pk)
+    elseif quotaFields == 2 then
+      value = string.format('%s %d %d %d %d', fingerprint, n1, n2, pb, pk)
+    else
+      value = string.format('%s %d %d %d %d %d', fingerprint, n1, n2, n3, pb, pk)
+    end
+  elseif fields == 1 then
     value = string.format('%s %d', fingerprint, n1)
   elseif fields == 2 then
     value = string.format('%s %d %d', fingerprint, n1, n2)
@@ -361,6 +461,14 @@ end
 
 if allowed then
   return { 0, 1, remaining, retryAfterMs, resetAt, now }
+end
+if penaltyMode then
+  if quotaFields == 1 then
+    return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, pb, pk }
+  elseif quotaFields == 2 then
+    return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2, pb, pk }
+  end
+  return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2, n3, pb, pk }
 end
 if fields == 1 then
   return { 0, 0, remaining, retryAfterMs, resetAt, now, n1 }

@@ -88,6 +88,8 @@ local dry = ARGV[2] == '1'
 local testNow = ARGV[n + 3]
 if testNow == '' then testNow = nil end
 local deadline = ARGV[n + 4]
+-- ONE_KEY's \`standing\`: every stored state's recovery, for a refusal that stores nothing.
+local standingWanted = true
 if deadline then deadline = tonumber(deadline) end
 if n == 0 or not cost or not (dry or ARGV[2] == '0') or #ARGV < n + 2 or #ARGV > n + 4 or deadline == nil and ARGV[n + 4] then
   return redis.error_reply('fastify-admission: bad arguments')
@@ -101,30 +103,12 @@ local conflict
 for i = 1, n do repeat
 local key = KEYS[i]
 local fingerprint = ARGV[2 + i]
+-- A stack has no penalty (refused at registration): the single script's penalty locals, empty.
+local quotaPrint, penaltyMode, penaltyMax = fingerprint, nil, nil
 ${PARSE}if not algorithm then
   return redis.error_reply('fastify-admission: bad arguments')
 end
-${NUMBERS}${ONE_KEY}-- The state as it stands recovers at: a missing (fresh) one has, at now; a trusted stored one
--- where its kernel's recoversAt() says (the single-key script's branches, on s1, s2, s3).
-local standing = now
-if s1 then
-  if algorithm == 'token-bucket' then
-    standing = s2 + ceilDiv(math.max(0, burst * windowMs - s1), limit)
-  elseif algorithm == 'fixed-window' then
-    standing = s1
-    if s2 > 0 then standing = s1 + windowMs end
-  elseif algorithm == 'sliding-window-counter' then
-    standing = s1
-    if s3 > 0 then
-      standing = s1 + 2 * windowMs
-    elseif s2 > 0 then
-      standing = s1 + windowMs
-    end
-  else
-    standing = ceilDiv(s1, scale)
-  end
-end
-if not allowed then all = false end
+${NUMBERS}${ONE_KEY}if not allowed then all = false end
 decided[i] = { key = key, fingerprint = fingerprint, fields = fields, fresh = fresh, worst = worst,
   n1 = n1, n2 = n2, n3 = n3, s1 = s1, s2 = s2, s3 = s3, recoversAt = recoversAt, standing = standing,
   allowed = allowed, remaining = remaining, retryAfterMs = retryAfterMs, resetAt = resetAt }
@@ -137,6 +121,7 @@ local d = decided[i]
 if d and (store or not d.fresh) then
 local key, fingerprint, fields, fresh, worst = d.key, d.fingerprint, d.fields, d.fresh, d.worst
 local s1, s2, s3 = d.s1, d.s2, d.s3
+local penaltyMode, pb, pk, sb, sk
 local n1, n2, n3, recoversAt = d.n1, d.n2, d.n3, d.recoversAt
 if not store and not worst then
   -- Nothing consumed: the stored state stays as it is; a missing TTL ends at its own recovery.

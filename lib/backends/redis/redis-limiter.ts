@@ -1,4 +1,4 @@
-import { kernelOf, type Kernel, type Policy } from '../../core/rates/index.js'
+import { kernelFor, type Kernel, type Policy } from '../../core/rates/index.js'
 import type { BackendLimiter } from '../../rates/backend.js'
 import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/decision.js'
 import { RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
@@ -32,10 +32,12 @@ export class RedisBackendLimiter implements BackendLimiter {
     this.backend = backend
     this.address = address
     this.policy = policy
-    this.kernel = kernelOf(policy.algorithm)
+    this.kernel = kernelFor(policy)
     this.fingerprint = policyFingerprint(policy)
     this.keyStart = `${backend.prefix}{${address}:`
-    this.cache = backend.denyCacheEntries === 0 ? undefined : new DenyCache(backend.denyCacheEntries, this.kernel, policy)
+    // A penalty's block grows with each refusal, which a local denial could not tell Redis: every
+    // request of a penalized policy goes to Redis.
+    this.cache = backend.denyCacheEntries === 0 || policy.penalty !== undefined ? undefined : new DenyCache(backend.denyCacheEntries, this.kernel, policy)
   }
 
   /** The Redis key of an identity's state. */

@@ -1,5 +1,5 @@
 import { ceilDiv } from '../../core/rates/arithmetic.js'
-import { kernelOf, type Policy } from '../../core/rates/index.js'
+import { kernelFor, kernelOf, longestBlockMs, MAX_STRIKES, type Policy } from '../../core/rates/index.js'
 import { RatesPolicyConflictError, RatesUnavailableError } from '../../rates/errors.js'
 import { capacityOf, policyOfFingerprint } from '../../rates/policy.js'
 
@@ -9,7 +9,8 @@ import { capacityOf, policyOfFingerprint } from '../../rates/policy.js'
  * hold the Lua to it for any string a key may hold. Pure functions; the backend's `state()` reads
  * with it too.
  *
- * The rule: a stored value `<fingerprint> <n1> [<n2> [<n3>]]` with the caller's fingerprint is
+ * The rule: a stored value `<fingerprint> <n1> [<n2> [<n3>]]` (then `<blockedUntil> <strikes>`
+ * for a policy with a penalty) with the caller's fingerprint is
  * trusted only if its fields are canonical decimal integers (at most 16 digits), as many as the
  * algorithm's kernel has, each in range for the policy at the server's time `now`; R being the
  * policy's worst recovery time (`recoveryMs()`), a time field may lie up to R in the future (a
@@ -29,7 +30,7 @@ export type StoredRead =
 const FINGERPRINT = /^[^ \t\n\v\f\r]*/
 // The script's '^ (%d+) (%d+)$' patterns and its decimal() check, per field count.
 const FIELD = '(0|[1-9][0-9]{0,15})'
-const FIELDS = [1, 2, 3].map((n) => new RegExp(`^${` ${FIELD}`.repeat(n)}$`))
+const FIELDS = [1, 2, 3, 4, 5].map((n) => new RegExp(`^${` ${FIELD}`.repeat(n)}$`))
 
 function gcd (a: number, b: number): number {
   while (b !== 0) [a, b] = [b, a % b]
@@ -60,8 +61,22 @@ export function recoveryMs (policy: Policy): number {
   }
 }
 
-/** Whether the kernel's state fields (in the order of its `write()`) are in range at `now`. */
+/**
+ * Whether the kernel's state fields (in the order of its `write()`) are in range at `now`; with a
+ * penalty, the block too: it ends at most the longest block after a decision made up to R ahead
+ * (with the algorithm's own wait, at most R, when longer), and counts at most `MAX_STRIKES`.
+ */
 export function validFields (policy: Policy, row: ArrayLike<number>, now: number): boolean {
+  const penalty = policy.penalty
+  if (penalty === undefined) return validQuota(policy, row, now)
+  const fields = kernelOf(policy.algorithm).fields
+  const R = recoveryMs(policy)
+  return validQuota(policy, row, now) &&
+    (row[fields] as number) <= now + R + Math.max(R, longestBlockMs(penalty, policy.windowMs)) &&
+    (row[fields + 1] as number) <= MAX_STRIKES
+}
+
+function validQuota (policy: Policy, row: ArrayLike<number>, now: number): boolean {
   const { limit, windowMs } = policy
   const horizon = now + recoveryMs(policy)
   const n1 = row[0] as number
@@ -83,6 +98,12 @@ export function validFields (policy: Policy, row: ArrayLike<number>, now: number
  * burst taken at now. Each denies every cost and recovers within `recoveryMs()`.
  */
 export function worstState (policy: Policy, now: number): unknown {
+  // With a penalty: the algorithm's worst, not blocked (its denial starts a block).
+  if (policy.penalty !== undefined) return { inner: worstQuota(policy, now), blockedUntil: 0, strikes: 0 }
+  return worstQuota(policy, now)
+}
+
+function worstQuota (policy: Policy, now: number): unknown {
   const { limit, windowMs } = policy
   const start = Math.floor(now / windowMs) * windowMs
   switch (policy.algorithm) {
@@ -101,7 +122,7 @@ export function worstState (policy: Policy, now: number): unknown {
  * `now` once stored: itself if in range, else the worst state.
  */
 export function checkedState (policy: Policy, state: unknown, now: number): unknown {
-  const kernel = kernelOf(policy.algorithm)
+  const kernel = kernelFor(policy)
   const row = new Float64Array(kernel.fields)
   kernel.write(state, row, 0)
   return validFields(policy, row, now) ? state : worstState(policy, now)
@@ -114,7 +135,7 @@ export function checkedState (policy: Policy, state: unknown, now: number): unkn
 export function readStored (value: string, policy: Policy, fingerprint: string, now: number): StoredRead {
   const stored = (FINGERPRINT.exec(value) as RegExpExecArray)[0]
   if (stored !== fingerprint) return { kind: 'conflict', fingerprint: stored }
-  const kernel = kernelOf(policy.algorithm)
+  const kernel = kernelFor(policy)
   const match = (FIELDS[kernel.fields - 1] as RegExp).exec(value.slice(stored.length))
   if (match !== null) {
     const row = Float64Array.from(match.slice(1), Number)

@@ -3,14 +3,28 @@ export type Algorithm = 'token-bucket' | 'fixed-window' | 'sliding-window-counte
 
 /**
  * A validated, normalized policy. `burst` is the capacity of `token-bucket` and `gcra` (defaults
- * to `limit`); the window algorithms have capacity `limit` and no burst.
+ * to `limit`); the window algorithms have capacity `limit` and no burst. `penalty`: a refusal
+ * blocks the client for a while, longer the more it asks meanwhile (`penalty.ts`).
  */
 export interface Policy {
   readonly algorithm: Algorithm
   readonly limit: number
   readonly windowMs: number
   readonly burst?: number
+  readonly penalty?: Penalty
 }
+
+/**
+ * A refusal blocks every request of the client, whatever the quota holds, until the block ends;
+ * each request refused during it lengthens it. `restart`: to `windowMs` after that request
+ * (@fastify/rate-limit's `continueExceeding`); `double`: the k-th refusal in a row blocks
+ * `windowMs * 2^(k-1)` from it, at most `maxMs` (its `exponentialBackoff`, bounded). A block
+ * waited out is forgotten.
+ */
+export type Penalty = { readonly mode: 'restart' } | { readonly mode: 'double', readonly maxMs: number }
+
+/** A penalty as given: `'double'` blocks at most 64 windows unless `maxMs` says otherwise. */
+export type PenaltyOption = 'restart' | 'double' | { mode: 'restart' } | { mode: 'double', maxMs?: number }
 
 /**
  * One decision, in whole milliseconds on the caller's clock (`now`):

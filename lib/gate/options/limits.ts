@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../../core/rates/types.js'
 import { normalizePolicy, samePolicy } from '../../rates/policy.js'
-import { MAX_STACK_POLICIES, stackCapacity } from '../../rates/policy-stack.js'
+import { MAX_STACK_POLICIES, PENALTY_ALONE, stackCapacity } from '../../rates/policy-stack.js'
 import { exactList, exactObject, memberPath } from '../../validation/checks.js'
 import { AdmissionOptionError } from '../errors.js'
 import { quotaOf } from '../quotas/headers.js'
@@ -46,7 +46,7 @@ const NAME = /^[a-z][a-z0-9_.-]{0,63}$/
 const NAME_TEXT = 'a name of 1 to 64 characters: a lowercase letter, then lowercase letters, digits, `_`, `-` or `.` (a key of the RateLimit headers)'
 
 const complain = AdmissionOptionError.complain
-const NAMED_POLICY_SHAPE = { keys: ['algorithm', 'limit', 'windowMs', 'burst', 'name'], expected: 'a plain object { algorithm, limit, windowMs, burst?, name? }' }
+const NAMED_POLICY_SHAPE = { keys: ['algorithm', 'limit', 'windowMs', 'burst', 'penalty', 'name'], expected: 'a plain object { algorithm, limit, windowMs, burst?, name? }' }
 const TIER_SHAPE = { keys: ['tiers', 'tier'], expected: 'an object { tiers, tier }', nullPrototype: true }
 
 /**
@@ -79,6 +79,7 @@ function stackOption (path: string, input: unknown, tier: string): StackLimits |
       if (typeof name !== 'string' || !NAME.test(name)) throw new AdmissionOptionError(`${at}.name`, NAME_TEXT, name)
     }
     const policy = normalizePolicy(policyInput, at, { algorithm: 'token-bucket' }, complain)
+    if (policy.penalty !== undefined) throw new AdmissionOptionError(`${at}.penalty`, PENALTY_ALONE, policy.penalty.mode)
     const twin = policies.findIndex((p) => samePolicy(p.policy, policy))
     if (twin !== -1) throw new AdmissionOptionError(at, `a policy other than ${path}[${twin}] (the same policy twice limits nothing more)`, item)
     policies.push({ name: (tier === '' ? '' : `${tier}-`) + (name as string | undefined ?? defaultName(policy)), policy })

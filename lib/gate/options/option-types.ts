@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify'
-import type { Algorithm, Policy } from '../../core/rates/types.js'
+import type { Algorithm, PenaltyOption, Policy } from '../../core/rates/types.js'
 import type { RatesBackend } from '../../rates/backend.js'
 import type { PressureOptions, PressureSettings, QueueDelayOptions, QueueDelaySettings } from '../../pressure/options.js'
 import type { AdmissionMetricsOptions, MetricsSettings } from '../../metrics/options.js'
@@ -24,10 +24,16 @@ export interface RateLimitOptions {
   windowMs: number
   /** Capacity of `token-bucket` and `gcra`; defaults to `limit`. */
   burst?: number
+  /**
+   * Refusals block: `'restart'` (each refused request blocks one window from it, as
+   * @fastify/rate-limit's `continueExceeding`), `'double'` (each doubles the block, at most `maxMs`,
+   * default 64 windows: its `exponentialBackoff`, bounded). A single policy (of the plugin, a route or a tier), not one of a list.
+   */
+  penalty?: PenaltyOption
 }
 
 /** A policy of a stack, with the name the `RateLimit` headers list it under (default `per-<w>s`). */
-export type NamedRateLimitOptions = RateLimitOptions & { name?: string }
+export type NamedRateLimitOptions = Omit<RateLimitOptions, 'penalty'> & { name?: string }
 
 /**
  * Tiers: several limits declared at registration, one picked per request by `tier(request)` (a
@@ -74,6 +80,8 @@ export interface AdmissionRouteOptions {
   errorResponseBuilder?: ErrorResponseBuilder
   /** This route's allow list, instead of the plugin's. */
   allowList?: AllowListOption
+  /** When the backend cannot decide for this route: defaults to the plugin's `onBackendError`. */
+  onBackendError?: 'deny' | 'allow'
   /**
    * `'failures'`: login throttling — a request passes while its client's quota has room, taking
    * nothing; a failed response (`failed`, default: a 4xx) takes `cost` from it. Default `'requests'`.
@@ -172,6 +180,8 @@ export interface RouteSettings {
   readonly errorResponseBuilder: ErrorResponseBuilder | undefined
   /** The route's allow list, or the plugin's. */
   readonly allowList: AllowMatcher | undefined
+  /** The route's, or the plugin's. */
+  readonly onBackendError: 'deny' | 'allow'
   readonly count: CountMode
   readonly failed: FailedResponse | undefined
 }

@@ -19,9 +19,9 @@ import type { RouteSettings, Settings } from './option-types.js'
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
 
-const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList'] as const
+const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
 const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'fastRefusals', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'onBackendError', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'fastRefusals', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -62,9 +62,9 @@ function costOption (value: unknown, rateLimit: Limits | false): number {
   return value === undefined ? 1 : costWithin('cost', value, rateLimit)
 }
 
-function backendErrorPolicy (value: unknown): 'deny' | 'allow' {
-  if (value === undefined) return 'deny'
-  if (value !== 'deny' && value !== 'allow') throw new AdmissionOptionError('onBackendError', "'deny' or 'allow'", value)
+function backendErrorPolicy (path: string, value: unknown, fallback: 'deny' | 'allow'): 'deny' | 'allow' {
+  if (value === undefined) return fallback
+  if (value !== 'deny' && value !== 'allow') throw new AdmissionOptionError(path, "'deny' or 'allow'", value)
   return value
 }
 
@@ -135,7 +135,7 @@ export function validateOptions (options: unknown): Settings {
     key,
     ipv6Subnet,
     backend: backendOption(input.backend, input.maxIdentities),
-    onBackendError: backendErrorPolicy(input.onBackendError),
+    onBackendError: backendErrorPolicy('onBackendError', input.onBackendError, 'deny'),
     version: versionOption(input.version),
     maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
@@ -168,7 +168,10 @@ function inherited (path: string, value: unknown, plugin: Limits | false): unkno
   const take = (field: 'algorithm' | 'limit' | 'windowMs'): unknown => field in own ? own[field] : plugin[field]
   const algorithm = take('algorithm')
   const burst = 'burst' in own ? own.burst : !('limit' in own) && algorithm === plugin.algorithm ? plugin.burst : undefined
-  return { algorithm, limit: take('limit'), windowMs: take('windowMs'), ...(burst === undefined ? {} : { burst }) }
+  const windowMs = take('windowMs')
+  // The plugin's penalty; its longest block only with the plugin's window (else the default for the route's).
+  const penalty = 'penalty' in own ? own.penalty : plugin.penalty === undefined ? undefined : windowMs === plugin.windowMs ? plugin.penalty : plugin.penalty.mode
+  return { algorithm, limit: take('limit'), windowMs, ...(burst === undefined ? {} : { burst }), ...(penalty === undefined ? {} : { penalty }) }
 }
 
 /**
@@ -193,6 +196,7 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   if (count === 'failures') {
     if (effective === false) throw new AdmissionOptionError(`${path}.count`, "'requests' where there is no rate limit (failures take from a quota)", count)
     if (isTiers(effective)) throw new AdmissionOptionError(`${path}.count`, "'requests' with tiers (login throttling counts against one quota)", count)
+    if ('penalty' in effective && effective.penalty !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a penalty (login throttling counts failures and refuses at its check: a penalty's block is for refusals counted)", count)
     if (input.groupId !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a groupId (a group's routes count alike)", count)
   }
   return Object.freeze({
@@ -205,6 +209,7 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     enforce: booleanOption(`${path}.enforce`, input.enforce, plugin.enforce),
     errorResponseBuilder: builderOption(`${path}.errorResponseBuilder`, input.errorResponseBuilder) ?? plugin.errorResponseBuilder,
     allowList: allowListOption(`${path}.allowList`, input.allowList, plugin.key !== undefined) ?? plugin.allowList,
+    onBackendError: backendErrorPolicy(`${path}.onBackendError`, input.onBackendError, plugin.onBackendError),
     count,
     failed: failedOption(`${path}.failed`, input.failed, count)
   })

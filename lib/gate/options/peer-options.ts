@@ -27,6 +27,8 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
   global: here(RATE_LIMIT, 'global', '`rateLimit: false` (no plugin-wide limit), with `config.admission.rateLimit` on the routes that need one'),
   groupId: here(RATE_LIMIT, 'groupId', "a route's option, `config.admission.groupId`"),
   onExceeded: here(RATE_LIMIT, 'onExceeded', '`onLimit(request, retryAfterMs)`'),
+  continueExceeding: here(RATE_LIMIT, 'continueExceeding', "the policy's `penalty: 'restart'` (`rateLimit: { limit, windowMs, penalty: 'restart' }`)"),
+  exponentialBackoff: here(RATE_LIMIT, 'exponentialBackoff', "the policy's `penalty: 'double'` (`rateLimit: { limit, windowMs, penalty: 'double' }`, bounded: at most 64 windows unless `maxMs`)"),
   onExceeding: `${RATE_LIMIT}'s \`onExceeding\` has no equivalent here: subscribe to the \`fastify-admission:decision\` channel (DECISION_CHANNEL), whose events carry \`outcome\` and \`key\``,
   ban: `${RATE_LIMIT}'s \`ban\` has no equivalent here: count refusals in \`onLimit\` and answer 403 from \`errorResponseBuilder\` (docs/migration/rate-limit.md)`,
   onBanReach: `${RATE_LIMIT}'s \`onBanReach\` has no equivalent here (there is no ban): see docs/migration/rate-limit.md`,
@@ -43,5 +45,7 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
 export const ROUTE_HINTS: Readonly<Record<string, string>> = Object.freeze({
   max: here(RATE_LIMIT, 'max', '`rateLimit: { limit }` (the plugin\'s `windowMs` and `algorithm` are kept)'),
   timeWindow: here(RATE_LIMIT, 'timeWindow', '`rateLimit: { windowMs }`, in ms (the plugin\'s `limit` and `algorithm` are kept)'),
+  continueExceeding: here(RATE_LIMIT, 'continueExceeding', "`rateLimit: { penalty: 'restart' }`"),
+  exponentialBackoff: here(RATE_LIMIT, 'exponentialBackoff', "`rateLimit: { penalty: 'double' }`"),
   keyGenerator: `${RATE_LIMIT}'s route \`keyGenerator\` has no equivalent here: the key is the plugin's \`key\` (give the route a \`groupId\` or its own registration)`
 })

@@ -22,7 +22,6 @@ export interface OutcomeContext {
   /** The registration's address, for decision events. */
   readonly registration: string
   readonly limitStatusCode: 429 | 503
-  readonly onBackendError: 'deny' | 'allow'
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
 }
@@ -46,17 +45,19 @@ export class Outcomes {
   private readonly context: OutcomeContext
   private readonly enforce: boolean
   private readonly refusals: Refusals
+  private readonly onBackendError: 'deny' | 'allow'
   /** A backend that cannot decide admits: `onBackendError: 'allow'`, or a gate that never refuses. */
   private readonly failOpen: boolean
   private readonly onLimitCalls: Contained
   private readonly onShedCalls: Contained
   private readonly subscriberCalls: Contained
 
-  constructor (context: OutcomeContext, enforce: boolean, refusals: Refusals, route: string) {
+  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string) {
     this.context = context
     this.enforce = enforce
+    this.onBackendError = onBackendError
     this.refusals = refusals
-    this.failOpen = !enforce || context.onBackendError === 'allow'
+    this.failOpen = !enforce || onBackendError === 'allow'
     const log = context.log
     this.onLimitCalls = new Contained(log, 'onLimit', route, 'the request is refused as without it')
     this.onShedCalls = new Contained(log, 'onShed', route, 'the request is shed as without it')
@@ -134,7 +135,7 @@ export class Outcomes {
         policy: describePolicy(gate.policy!),
         code: error instanceof RatesError ? error.code : error === undefined ? 'RATES_UNAVAILABLE' : undefined,
         err: error
-      }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); ${this.enforce ? `answering by onBackendError '${this.context.onBackendError}'` : 'admitting (enforce: false)'} until it can`)
+      }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); ${this.enforce ? `answering by onBackendError '${this.onBackendError}'` : 'admitting (enforce: false)'} until it can`)
     }
     if (this.failOpen) {
       permit.backendFailed = true

@@ -14,7 +14,7 @@ import type { Slots, Take } from '../release/slots.js'
 import type { RouteGate } from '../route-gate.js'
 import { allowFirstStep, allowListStep } from './steps/allow-list.js'
 import { clientKeyStep } from './steps/client-key.js'
-import { headersLaterStep, headersNowStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
+import { headersLaterStep, headersNowStep, policyOnlyStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
 import { fullGateStep, inFlightStep } from './steps/in-flight.js'
 import { pressureStep } from './steps/pressure.js'
 import { decideLaterStep, decideNowStep, verdictStep } from './steps/quota.js'
@@ -40,6 +40,8 @@ export interface RouteSpec {
   readonly enforce: boolean
   readonly errorResponseBuilder: ErrorResponseBuilder | undefined
   readonly allowList: AllowMatcher | undefined
+  /** The route's answer to a backend that cannot decide. */
+  readonly onBackendError: 'deny' | 'allow'
   /** The rate check runs in `preHandler`. */
   readonly preHandler: boolean
   readonly failures: FailureCount | undefined
@@ -87,7 +89,7 @@ export class Planner {
   plan (spec: RouteSpec): Plan {
     const parts = this.parts
     const route = spec.gate.name
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, this.style(spec.errorResponseBuilder, route), route)
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route)
     const admitted: Step = outcomes.admitted
     const gate = spec.gate
     const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted)
@@ -125,9 +127,14 @@ export class Planner {
     return { ...base, onRequest: pressured(inFlightStep(take, outcomes, limit)), preHandler: undefined }
   }
 
-  /** The quota's steps for a gate: decide (synchronously where the backend can), the headers, the verdict. */
-  private quota (gate: RouteGate, outcomes: Outcomes, next: Step): Step {
-    const verdict = verdictStep(outcomes, next)
+  /**
+   * The quota's steps for a gate: decide (synchronously where the backend can), the headers, the
+   * verdict; an admission the backend could not decide (`onBackendError: 'allow'`) carries the
+   * policy, the one field known without a decision.
+   */
+  private quota (gate: RouteGate, outcomes: Outcomes, admitted: Step): Step {
+    const verdict = verdictStep(outcomes, admitted)
+    const next = this.parts.headers ? policyOnlyStep(gate, admitted) : admitted
     const limiter = gate.limiter!
     const stack = gate.stacked
     if (stack !== undefined && stack.verdicts !== undefined) {

@@ -10,7 +10,7 @@ import t, { type Test } from 'tap'
 import fc from 'fast-check'
 import Fastify from 'fastify'
 import admission from '../../../lib/index.js'
-import { kernelOf, type Algorithm, type Policy } from '../../../lib/core/rates/index.js'
+import { kernelFor, kernelOf, longestBlockMs, type Algorithm, type Policy } from '../../../lib/core/rates/index.js'
 import { capacityOf, normalizePolicy, policyFingerprint } from '../../../lib/rates/policy.js'
 import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
@@ -81,9 +81,14 @@ function policyArb (algorithm: Algorithm): fc.Arbitrary<Readonly<Policy>> {
   const windowMs = fc.oneof(fc.integer({ min: 1, max: 10 }), fc.integer({ min: 1, max: 2_000 }), fc.constantFrom(1_000, 60_000, 3_600_000))
   const burst = fc.option(fc.integer({ min: 1, max: 40 }), { nil: undefined })
   const valid = (input: unknown): Readonly<Policy> | undefined => { try { return normalizePolicy(input) } catch { return undefined } }
+  // A third with a penalty (two fields more: the block's end and its strikes).
+  const penalty = fc.oneof(fc.constant(undefined), fc.constant(undefined), fc.constantFrom<unknown>('restart', 'double'))
   // A large limit with a small window can leave gcra's scaled time beyond the safe range: invalid.
-  return fc.record({ limit, windowMs, burst })
-    .map(({ limit, windowMs, burst }) => valid(hasBurst(algorithm) && burst !== undefined ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }))
+  return fc.record({ limit, windowMs, burst, penalty })
+    .map(({ limit, windowMs, burst, penalty }) => {
+      const base = hasBurst(algorithm) && burst !== undefined ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }
+      return valid(penalty === undefined ? base : { ...base, penalty })
+    })
     .filter((policy): policy is Readonly<Policy> => policy !== undefined)
 }
 
@@ -100,6 +105,7 @@ function boundaries (policy: Policy, now: number): number[] {
     const tau = (worstState(policy, 0) as { tat: number }).tat
     out.push(...near(tatOf(now + R) + tau), tatOf(now), tatOf(now) + tau)
   }
+  if (policy.penalty !== undefined) out.push(...near(now + R + Math.max(R, longestBlockMs(policy.penalty, W))), 63, 64, 65, now + W)
   return out.filter((n) => n >= 0)
 }
 
@@ -127,11 +133,11 @@ function caseArb (algorithm: Algorithm): fc.Arbitrary<Case> {
     now: fc.oneof(fc.integer({ min: 0, max: 1_000_000 }), fc.integer({ min: 1_800_000_000_000, max: 1_801_000_000_000 })),
     cost: fc.integer({ min: 1, max: capacityOf(policy) })
   }).chain(({ now, cost }) => {
-    const fields = kernelOf(policy.algorithm).fields
+    const fields = kernelFor(policy).fields
     const fingerprint = policyFingerprint(policy)
     const separator = fc.oneof({ weight: 12, arbitrary: fc.constant(' ') }, { weight: 1, arbitrary: fc.constantFrom('  ', '\t', '\n', '') })
     const ours = fc.record({
-      fields: fc.oneof({ weight: 6, arbitrary: fc.constant(fields) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 4 }) })
+      fields: fc.oneof({ weight: 6, arbitrary: fc.constant(fields) }, { weight: 1, arbitrary: fc.integer({ min: 0, max: 6 }) })
         .chain((n) => fc.array(fieldArb(policy, now), { minLength: n, maxLength: n })),
       separator,
       tail: fc.oneof({ weight: 12, arbitrary: fc.constant('') }, { weight: 1, arbitrary: fc.constantFrom(' ', '\n', ' 0', 'x') })
@@ -149,7 +155,7 @@ function caseArb (algorithm: Algorithm): fc.Arbitrary<Case> {
 
 /** The script's reply and the value left in the key, as the TypeScript twin predicts them. */
 function model ({ policy, now, cost, stored }: Case): { reply: unknown[], after: string | null, valid: boolean } {
-  const kernel = kernelOf(policy.algorithm)
+  const kernel = kernelFor(policy)
   const fingerprint = policyFingerprint(policy)
   const read = stored === null ? { kind: 'state' as const, state: kernel.fresh(policy, now), valid: true } : readStored(stored, policy, fingerprint, now)
   if (read.kind === 'conflict') return { reply: [1, read.fingerprint], after: stored, valid: true }
@@ -177,10 +183,12 @@ for (const algorithm of ALGORITHMS) {
       assert.equal(await redis.get(key), expected.after, 'the value left in the key')
       if (!expected.valid) {
         invalid++
-        // Never an allow, and never a lock beyond the policy's worst recovery time.
+        // Never an allow, and never a lock beyond the policy's worst recovery time (with a penalty,
+        // the first block's window when longer).
         const [, allowed, , retryAfterMs, resetAt] = reply as number[]
+        const lock = c.policy.penalty === undefined ? recoveryMs(c.policy) : Math.max(recoveryMs(c.policy), c.policy.windowMs)
         assert.equal(allowed, 0)
-        assert.ok((retryAfterMs as number) <= recoveryMs(c.policy) && (resetAt as number) <= c.now + recoveryMs(c.policy), 'denied within R')
+        assert.ok((retryAfterMs as number) <= lock && (resetAt as number) <= c.now + lock, 'denied within R')
       }
       if (expected.reply[0] === 1) conflicts++
       await redis.unlink(key)

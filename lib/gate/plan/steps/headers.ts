@@ -21,6 +21,18 @@ export function headersNowStep (gate: RouteGate, sync: SynchronousDecisions, nex
   }
 }
 
+/**
+ * An admission without a decision (the backend could not decide, `onBackendError: 'allow'`): the
+ * policy is known, what remains is not, so `RateLimit-Policy` alone — never a guessed `RateLimit`.
+ */
+export function policyOnlyStep (gate: RouteGate, next: Step): Step {
+  const policy = gate.policyHeader!
+  return function policyOnly (permit) {
+    permit.reply.header('ratelimit-policy', policy)
+    next(permit)
+  }
+}
+
 export function headersLaterStep (gate: RouteGate, next: Step): Step {
   const policy = gate.policyHeader!
   const quota = gate.quota
