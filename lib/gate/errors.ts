@@ -72,7 +72,14 @@ export class AdmissionRefusalError extends AdmissionError {
   /** The `Retry-After` sent with it, in seconds. */
   readonly retryAfterSeconds: number
   constructor (statusCode: 429 | 503, reason: RefusalReason, retryAfterSeconds: number, message: string) {
-    super(REFUSAL_CODES[reason], message)
+    // A refusal is an answer, not a fault: no stack frames (capturing them was most of its cost).
+    const frames = Error.stackTraceLimit
+    Error.stackTraceLimit = 0
+    try {
+      super(REFUSAL_CODES[reason], message)
+    } finally {
+      Error.stackTraceLimit = frames
+    }
     this.statusCode = statusCode
     this.reason = reason
     this.retryAfterSeconds = retryAfterSeconds

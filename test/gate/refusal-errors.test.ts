@@ -51,6 +51,8 @@ t.test('the application\'s error handler gets a typed refusal and may answer it 
   t.ok(error instanceof AdmissionRefusalError)
   t.ok(error instanceof AdmissionError)
   t.match(error, { name: 'AdmissionRefusalError', code: 'ADMISSION_LIMITED', statusCode: 429, reason: 'limited', retryAfterSeconds: 30 })
+  t.notMatch(String((error as Error).stack), /\n\s+at /, 'no stack frames: a refusal is an answer, not a fault (and frames were most of its cost)')
+  t.equal(Error.stackTraceLimit, 10, 'the process\'s own limit is restored')
 })
 
 t.test('without a handler of its own, Fastify\'s default one answers it; onError hooks hear it', async (t) => {
