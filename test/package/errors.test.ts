@@ -49,7 +49,8 @@ function checks (t: Test, mod: Module): void {
     t.ok(error instanceof Error, `${name}: instanceof Error`)
     t.equal(error.code, code, `${name}: code`)
     t.match(error.stack, new RegExp(`^${name}: `), `${name}: the stack's first line`)
-    t.match(inspect(error), new RegExp(`^${name}: `), `${name}: as inspect() prints it`)
+    // A refusal has no stack frames (an answer, not a fault): inspect() then brackets the first line.
+    t.match(inspect(error), new RegExp(name === 'AdmissionRefusalError' ? `^\\[${name}: ` : `^${name}: `), `${name}: as inspect() prints it`)
   }
   const AdmissionOptionError = mod['AdmissionOptionError'] as ErrorClass & { complain: (c: { path: string, expected: string, value: unknown }) => Error }
   const from = AdmissionOptionError.complain({ path: 'rateLimit.limit', expected: 'a positive safe integer', value: 0 })
