@@ -4,9 +4,9 @@
 import t from 'tap'
 import { checkedState, readStored, recoveryMs, validFields, worstState } from '../../../lib/backends/redis/stored-state.js'
 import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
-import type { Policy } from '../../../lib/core/rates/index.js'
+import { longestBlockMs, type Policy } from '../../../lib/core/rates/index.js'
 import { RatesPolicyConflictError, RatesStoppedError, RatesUnavailableError } from '../../../lib/rates/errors.js'
-import { policyFingerprint } from '../../../lib/rates/policy.js'
+import { normalizePolicy, policyFingerprint } from '../../../lib/rates/policy.js'
 
 const NOW = 1_700_000_000_000
 const TB: Policy = { algorithm: 'token-bucket', limit: 10, windowMs: 1000, burst: 5 }
@@ -78,4 +78,24 @@ t.test('delete() with a scripted client: true, false, a conflict, stopped; the d
   t.type(await limiter.delete('sa').catch((e: unknown) => e), RatesUnavailableError, 'a value this backend did not write')
   await backend.stop()
   t.type(await limiter.delete('sa').catch((e: unknown) => e), RatesStoppedError)
+})
+
+t.test('a penalty\'s two fields: in range up to R + max(R, the longest block) ahead and 64 strikes; the worst state is not blocked', async (t) => {
+  const restart = normalizePolicy({ ...FW, penalty: 'restart' })
+  const double = normalizePolicy({ ...TB, penalty: { mode: 'double', maxMs: 8000 } })
+  // fixed-window R = 1000, restart's longest block one window: blockedUntil <= now + 2000.
+  t.equal(validFields(restart, [NOW, 1, NOW + 2000, 64], NOW), true, 'at both bounds')
+  t.equal(validFields(restart, [NOW, 1, NOW + 2001, 3], NOW), false, 'a block ending too far ahead')
+  t.equal(validFields(restart, [NOW, 1, NOW, 65], NOW), false, 'too many strikes')
+  t.equal(validFields(restart, [NOW, 4, NOW, 1], NOW), false, "the quota's own fields still checked")
+  // token-bucket R = 500, double's longest 8000: <= now + 8500.
+  t.equal(validFields(double, [5000, NOW, NOW + 8500, 4], NOW), true)
+  t.equal(validFields(double, [5000, NOW, NOW + 8501, 4], NOW), false)
+  t.same(worstState(restart, NOW), { inner: worstState(FW, NOW), blockedUntil: 0, strikes: 0 })
+  const fp = policyFingerprint(restart)
+  t.same(readStored(`${fp} ${NOW} 1 ${NOW + 100} 2`, restart, fp, NOW), { kind: 'state', state: { inner: { start: NOW, count: 1 }, blockedUntil: NOW + 100, strikes: 2 }, valid: true }, 'four fields, the block after the window')
+  t.match(readStored(`${fp} ${NOW} 1`, restart, fp, NOW), { kind: 'state', valid: false }, 'the quota\'s fields alone are not a penalized state')
+  t.same(checkedState(double, { inner: { tokens: 0, last: NOW }, blockedUntil: NOW + 9000, strikes: 4 }, NOW), worstState(double, NOW))
+  t.equal(longestBlockMs(restart.penalty!, 1000), 1000)
+  t.equal(longestBlockMs(double.penalty!, 1000), 8000)
 })
