@@ -20,7 +20,8 @@ export function onResponseHook (field: symbol): (request: FastifyRequest, reply:
 export function onSendByRoute (field: symbol): (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void) => void {
   return function admissionCountFailure (request, _reply, payload, done) {
     const permit = (request as unknown as Record<symbol, Permit | null | undefined>)[field]
-    permit?.plan.failures?.sending(permit)
-    done(null, payload)
+    const told = permit?.plan.failures?.sending(permit)
+    if (told === undefined) done(null, payload)
+    else told.then(() => { done(null, payload) })
   }
 }

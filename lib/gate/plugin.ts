@@ -87,6 +87,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     sampler,
     pressure,
     headers: settings.headers,
+    partitionKey: settings.partitionKey,
     keyOf,
     allowListSkipsShedding: settings.allowListSkipsShedding,
     responseBody: settings.responseBody,

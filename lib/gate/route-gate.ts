@@ -20,6 +20,8 @@ export interface RouteGate extends CountedGate {
   readonly policyHeader: string | undefined
   /** `RateLimit`'s start, with the policy's name (`default`, or its tier's name). */
   readonly rateLimitStart: string
+  /** The policies' names, as the headers list them (a stack's, in its order); a refusal names those that refused. */
+  readonly policyNames: readonly string[]
   /** `q` of that header: `RateLimit`'s `r` never exceeds it. */
   readonly quota: number
   readonly cost: number
@@ -39,8 +41,9 @@ export function routeGate (name: string, maxInFlight: number | false, limiter: B
     maxInFlight: maxInFlight === false ? 0 : maxInFlight,
     limiter,
     policy: limited ? policy : undefined,
-    policyHeader: limited && headers ? stacked === undefined ? policyHeader(policy, [headerName]) : policyHeader(stacked.stack.policies, stacked.names) : undefined,
+    policyHeader: limited && headers ? stacked === undefined ? policyHeader(policy, [headerName], cost) : policyHeader(stacked.stack.policies, stacked.names, cost) : undefined,
     rateLimitStart: rateLimitStart(headerName),
+    policyNames: Object.freeze(stacked === undefined ? [headerName] : [...stacked.names]),
     quota: limited ? quotaOf(policy).quota : 0,
     stacked,
     cost,

@@ -144,8 +144,9 @@ export class RouteWiring {
       // Last among the route's onSend hooks: the status it sees is the one sent.
       const counting = function admissionCountFailure (request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void): void {
         const permit = (request as unknown as Record<symbol, Permit | null | undefined>)[field]
-        if (permit !== null && permit !== undefined) failures.sending(permit)
-        done(null, payload)
+        const told = permit === null || permit === undefined ? undefined : failures.sending(permit)
+        if (told === undefined) done(null, payload)
+        else told.then(() => { done(null, payload) })
       }
       route.onSend = last(counting, route.onSend) as RouteOptions['onSend']
     }
@@ -185,7 +186,7 @@ export class RouteWiring {
       allowList: parsed.allowList,
       onBackendError: parsed.onBackendError,
       preHandler: parsed.hook === 'preHandler',
-      failures: dry ? new FailureCount(opened.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name) : undefined,
+      failures: dry ? new FailureCount(opened.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name, settings.headers, settings.partitionKey) : undefined,
       waitsForHandler: waits,
       handlerWatched: !late,
       notFound: false

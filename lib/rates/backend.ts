@@ -25,6 +25,8 @@ export interface SynchronousDecisions extends Verdicts {
   readonly remaining: number
   /** Backend tick of full capacity after the last decision. */
   readonly resetAt: number
+  /** Backend tick of the first unit beyond `remaining` after the last decision (`RateDecision.moreAt`). */
+  readonly moreAt: number
   /** Backend tick of the last decision. */
   readonly decidedAt: number
 }
@@ -52,7 +54,7 @@ export interface BackendLimiter {
  * Synchronous decisions over a stack (the memory backend's): `decide` consumes from every policy
  * or from none; `checkNow` says whether the cost would pass and stores nothing. After either, the
  * fields describe it: `retryAfterMs` the largest wait among the policies that refused, and per
- * policy (in the stack's order) `remaining[i]` and `resetAt[i]`, as `PolicyOutcome` defines them.
+ * policy (in the stack's order) `remaining[i]`, `resetAt[i]` and `moreAt[i]`, as `PolicyOutcome` defines them.
  */
 export interface SynchronousStack {
   decide (identity: string, cost: number): Verdict
@@ -60,6 +62,9 @@ export interface SynchronousStack {
   readonly retryAfterMs: number
   readonly remaining: Float64Array
   readonly resetAt: Float64Array
+  readonly moreAt: Float64Array
+  /** Per policy, 1 when it refused the last decision. */
+  readonly refused: Uint8Array
   readonly decidedAt: number
 }
 

@@ -6,6 +6,12 @@ export interface RateAllowed {
   readonly remaining: number
   /** Epoch ms at which the identity is back at full capacity if nothing else is consumed. */
   readonly resetAt: number
+  /**
+   * Epoch ms of the first moment more than `remaining` cost-1 units can be consumed if nothing else
+   * is (never early: `RateLimit`'s `t`); the decision's time at full capacity. The built-in backends
+   * always say it; a custom backend may leave it out, and `resetAt` stands for it (later, never early).
+   */
+  readonly moreAt?: number
 }
 
 export interface RateDenied {
@@ -15,16 +21,18 @@ export interface RateDenied {
   /** The least wait, in ms, after which the same cost can pass (never early). */
   readonly retryAfterMs: number
   readonly resetAt: number
+  /** As `RateAllowed.moreAt`; never after the wait (a cost that did not pass needs more). */
+  readonly moreAt?: number
 }
 
 export type RateDecision = RateAllowed | RateDenied
 
-export function allowedDecision (remaining: number, resetAt: number): RateAllowed {
-  return { allowed: true, denied: false, remaining, resetAt }
+export function allowedDecision (remaining: number, resetAt: number, moreAt: number): RateAllowed {
+  return { allowed: true, denied: false, remaining, resetAt, moreAt }
 }
 
-export function deniedDecision (remaining: number, retryAfterMs: number, resetAt: number): RateDenied {
-  return { allowed: false, denied: true, remaining, retryAfterMs, resetAt }
+export function deniedDecision (remaining: number, retryAfterMs: number, resetAt: number, moreAt: number): RateDenied {
+  return { allowed: false, denied: true, remaining, retryAfterMs, resetAt, moreAt }
 }
 
 /**
@@ -39,6 +47,8 @@ export interface PolicyOutcome {
   /** 0 when this policy had room; else the least wait after which the same cost passes it. */
   readonly retryAfterMs: number
   readonly resetAt: number
+  /** As `RateAllowed.moreAt`, for this policy. */
+  readonly moreAt?: number
 }
 
 /**

@@ -131,5 +131,21 @@ t.test('a decision with more remaining than the quota still sends r <= q', async
   const { app } = await appWith(t, { backend: backendAnswering(async () => ({ allowed: true, denied: false, remaining: 1e6, resetAt: Date.now() })) })
   const res = await app.inject('/x')
   t.equal(res.headers['ratelimit-policy'], '"default";q=5;w=30')
-  t.equal(res.headers.ratelimit, '"default";r=5;t=0')
+  t.equal(res.headers.ratelimit, '"default";r=5', 'r clamped to q: full capacity, so no t (nothing more comes)')
+})
+
+t.test('a custom backend that gives no moreAt: t from its resetAt (later, never early), within Retry-After on a refusal', async (t) => {
+  const answers: Array<() => unknown> = [
+    async () => ({ allowed: true, denied: false, remaining: 2, resetAt: Date.now() + 20_000 }),
+    async () => ({ allowed: true, denied: false, remaining: 2, resetAt: Date.now() + 20_000, moreAt: Date.now() + 5000 }),
+    async () => ({ allowed: false, denied: true, remaining: 0, retryAfterMs: 3000, resetAt: Date.now() + 20_000 }),
+    async () => ({ allowed: false, denied: true, remaining: 0, retryAfterMs: 3000, resetAt: Date.now() + 20_000, moreAt: Date.now() + 2000 })
+  ]
+  const { app } = await appWith(t, { backend: backendAnswering(() => answers.shift()!()) })
+  t.equal((await app.inject('/x')).headers.ratelimit, '"default";r=2;t=20', 'no moreAt: resetAt stands for it')
+  t.equal((await app.inject('/x')).headers.ratelimit, '"default";r=2;t=5', 'its moreAt when it gives one')
+  const refused = await app.inject('/x')
+  t.equal(refused.headers['retry-after'], '3')
+  t.equal(refused.headers.ratelimit, '"default";r=0;t=3', 'a refusal: resetAt cut to Retry-After')
+  t.equal((await app.inject('/x')).headers.ratelimit, '"default";r=0;t=2', 'a moreAt within Retry-After stays')
 })

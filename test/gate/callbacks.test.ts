@@ -7,7 +7,7 @@
 import t, { type Test } from 'tap'
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
-import admission, { DECISION_CHANNEL, redisBackend, type AdmissionDecisionEvent, type AdmissionOptions, type RatesBackend } from '../../lib/index.js'
+import admission, { DECISION_CHANNEL, memoryBackend, redisBackend, type AdmissionDecisionEvent, type AdmissionOptions, type RatesBackend } from '../../lib/index.js'
 import type { PressureReadings } from '../../lib/pressure/signals.js'
 import { deferred } from '../helpers/http.js'
 
@@ -26,10 +26,14 @@ function scriptedRedis (): RatesBackend {
   let calls = 0
   const reply = async (): Promise<unknown> => {
     const resetAt = Date.now() + 30_000
-    return calls++ === 0 ? [0, 1, 0, 0, resetAt, resetAt - 60_000] : [0, 0, 0, 2001, resetAt, resetAt - 60_000, resetAt - 60_000, 1]
+    // A window: more comes when it ends (moreAt = resetAt), after the window's start and count.
+    return calls++ === 0 ? [0, 1, 0, 0, resetAt, resetAt - 60_000, resetAt] : [0, 0, 0, 2001, resetAt, resetAt - 60_000, resetAt, resetAt - 60_000, 1]
   }
   return redisBackend({ client: { evalsha: reply, eval: reply }, denyCache: false })
 }
+
+/** The memory backend's time in gate(): 30 s into a window of POLICY. */
+const MEMORY_NOW = 1_700_000_010_000
 
 interface Logged { level: number, msg: string, callback?: string, route?: string, err?: { message?: string } }
 
@@ -43,7 +47,9 @@ async function gate (t: Test, backend: Backend, options: AdmissionOptions, route
   const lines: Logged[] = []
   const app = Fastify({ logger: { level: 'error', stream: { write: (line: string) => { lines.push(JSON.parse(line) as Logged) } } } })
   t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: POLICY, ...(backend === 'redis' ? { backend: scriptedRedis() } : {}), ...options })
+  // Memory on a clock that stands still: a refusal's Retry-After is the same in every gate (on
+  // the real clock it would tick down a second between two of them now and then).
+  await app.register(admission, { rateLimit: POLICY, backend: backend === 'redis' ? scriptedRedis() : memoryBackend({ clock: () => MEMORY_NOW }), ...options })
   for (const url of routes) app.get(url, async () => 'ok')
   declare?.(app)
   await app.ready()

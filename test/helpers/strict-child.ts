@@ -9,7 +9,8 @@ import admission, { DECISION_CHANNEL, redisBackend } from '../../lib/index.js'
 let calls = 0
 const reply = async (): Promise<unknown> => {
   const resetAt = Date.now() + 30_000
-  return calls++ === 0 ? [0, 1, 0, 0, resetAt, resetAt - 60_000] : [0, 0, 0, 2001, resetAt, resetAt - 60_000, resetAt - 60_000, 1]
+  // A fixed window: more comes when it ends (moreAt = resetAt), after the window's start and count.
+  return calls++ === 0 ? [0, 1, 0, 0, resetAt, resetAt - 60_000, resetAt] : [0, 0, 0, 2001, resetAt, resetAt - 60_000, resetAt, resetAt - 60_000, 1]
 }
 
 subscribe(DECISION_CHANNEL, () => { throw new Error('a subscriber that throws') })

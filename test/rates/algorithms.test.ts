@@ -2,7 +2,8 @@
 // - retryAfterMs is never early: wait it (advance the clock), retry the same cost → allowed;
 // - and it is the least wait: one millisecond sooner the same cost is still denied;
 // - remaining: exactly that many cost-1 consumes pass right now, and the next one is denied;
-// - resetAt: full capacity then (a consume of the whole capacity passes), not a millisecond before.
+// - resetAt: full capacity then (a consume of the whole capacity passes), not a millisecond before;
+// - moreAt: more than remaining then (a consume of remaining + 1 passes), not a millisecond before.
 import t from 'tap'
 import fc from 'fast-check'
 import Fastify from 'fastify'
@@ -27,7 +28,7 @@ function policyArb (algorithm: Algorithm): fc.Arbitrary<RatePolicy> {
   return fc.record(base).map(({ limit, windowMs }) => ({ algorithm, limit, windowMs }))
 }
 
-type Check = 'none' | 'retry' | 'retry-early' | 'remaining' | 'reset'
+type Check = 'none' | 'retry' | 'retry-early' | 'remaining' | 'reset' | 'more'
 /** `dt`: ms, or (`inWindows`) a multiple of the policy's window. */
 interface Step { dt: number, inWindows: boolean, share: number, check: Check }
 
@@ -35,7 +36,7 @@ const stepArb: fc.Arbitrary<Step> = fc.record({
   dt: fc.oneof(fc.constant(0), fc.integer({ min: 0, max: 100 }), fc.double({ min: 0, max: 2.5, noNaN: true })),
   inWindows: fc.boolean(),
   share: fc.double({ min: 0, max: 1, noNaN: true }),
-  check: fc.constantFrom<Check>('none', 'retry', 'retry', 'retry-early', 'retry-early', 'remaining', 'reset')
+  check: fc.constantFrom<Check>('none', 'retry', 'retry', 'retry-early', 'retry-early', 'remaining', 'reset', 'more')
 })
 
 class Failure extends Error {}
@@ -43,13 +44,17 @@ class Failure extends Error {}
 function expectShape (d: RateDecision, now: number, capacity: number, where: string): void {
   const keys = Object.keys(d).join(',')
   if (d.allowed) {
-    if (d.denied !== false || keys !== 'allowed,denied,remaining,resetAt') throw new Failure(`${where}: allow shape ${JSON.stringify(d)}`)
+    if (d.denied !== false || keys !== 'allowed,denied,remaining,resetAt,moreAt') throw new Failure(`${where}: allow shape ${JSON.stringify(d)}`)
   } else {
-    if (d.denied !== true || keys !== 'allowed,denied,remaining,retryAfterMs,resetAt') throw new Failure(`${where}: deny shape ${JSON.stringify(d)}`)
+    if (d.denied !== true || keys !== 'allowed,denied,remaining,retryAfterMs,resetAt,moreAt') throw new Failure(`${where}: deny shape ${JSON.stringify(d)}`)
     if (!Number.isSafeInteger(d.retryAfterMs) || d.retryAfterMs < 1) throw new Failure(`${where}: retryAfterMs ${d.retryAfterMs}`)
   }
   if (!Number.isSafeInteger(d.remaining) || d.remaining < 0 || d.remaining > capacity) throw new Failure(`${where}: remaining ${d.remaining}`)
   if (!Number.isSafeInteger(d.resetAt) || d.resetAt <= now) throw new Failure(`${where}: resetAt ${d.resetAt} at ${now} (a decision leaves the quota short of full)`)
+  // Short of full, so more comes later; never after full capacity, nor after a refused cost passes.
+  const moreAt = d.moreAt!
+  if (!Number.isSafeInteger(moreAt) || moreAt <= now || moreAt > d.resetAt) throw new Failure(`${where}: moreAt ${moreAt} at ${now}, resetAt ${d.resetAt}`)
+  if (d.denied && moreAt > now + d.retryAfterMs) throw new Failure(`${where}: moreAt ${moreAt} after the wait ${d.retryAfterMs}`)
 }
 
 for (const algorithm of ALGORITHMS) {
@@ -59,7 +64,7 @@ for (const algorithm of ALGORITHMS) {
     t.teardown(() => app.close())
     await app.register(admission, { backend: memoryBackend({ clock: () => clock.now }), rateLimit: false })
     let run = 0
-    const seen = { denied: 0, retries: 0, early: 0, remaining: 0, reset: 0 }
+    const seen = { denied: 0, retries: 0, early: 0, remaining: 0, reset: 0, more: 0 }
 
     await fc.assert(fc.asyncProperty(
       policyArb(algorithm),
@@ -115,10 +120,19 @@ for (const algorithm of ALGORITHMS) {
             clock.now = d.resetAt
             const full = await consume(capacity, `step ${i}, at resetAt`)
             if (!full.allowed || full.remaining !== 0) throw new Failure(`step ${i}: not full at resetAt ${d.resetAt}: ${JSON.stringify(full)}`)
+          } else if (step.check === 'more') {
+            seen.more++
+            const more = d.remaining + 1
+            clock.now = d.moreAt! - 1
+            const before = await consume(more, `step ${i}, 1 ms before moreAt`)
+            if (!before.denied) throw new Failure(`step ${i}: ${more} units 1 ms before moreAt ${d.moreAt}`)
+            clock.now = d.moreAt!
+            const after = await consume(more, `step ${i}, at moreAt`)
+            if (!after.allowed) throw new Failure(`step ${i}: not ${more} units at moreAt ${d.moreAt}: ${JSON.stringify(after)}`)
           }
         }
       }
     ), { numRuns: RUNS })
-    t.ok(seen.denied > 0 && seen.retries > 0 && seen.early > 0 && seen.remaining > 0 && seen.reset > 0, `every check ran: ${JSON.stringify(seen)}`)
+    t.ok(seen.denied > 0 && seen.retries > 0 && seen.early > 0 && seen.remaining > 0 && seen.reset > 0 && seen.more > 0, `every check ran: ${JSON.stringify(seen)}`)
   })
 }

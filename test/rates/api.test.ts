@@ -24,8 +24,8 @@ async function build (t: Tap, clock: Clock, options: { maxIdentities?: number } 
 }
 type Tap = Test
 
-const ALLOWED_KEYS = ['allowed', 'denied', 'remaining', 'resetAt']
-const DENIED_KEYS = ['allowed', 'denied', 'remaining', 'retryAfterMs', 'resetAt']
+const ALLOWED_KEYS = ['allowed', 'denied', 'remaining', 'resetAt', 'moreAt']
+const DENIED_KEYS = ['allowed', 'denied', 'remaining', 'retryAfterMs', 'resetAt', 'moreAt']
 
 t.test('the package exports the backend and every error class', async (t) => {
   t.equal(memoryBackend, memory.memoryBackend)
@@ -38,7 +38,7 @@ t.test('the package exports the backend and every error class', async (t) => {
   t.ok(memoryBackend() instanceof MemoryBackend)
 })
 
-t.test('decision shapes, exact values, resetAt in epoch ms of the injected clock', async (t) => {
+t.test('decision shapes, exact values, resetAt and moreAt in epoch ms of the injected clock', async (t) => {
   const clock = { now: T0 }
   const app = await build(t, clock)
 
@@ -46,51 +46,57 @@ t.test('decision shapes, exact values, resetAt in epoch ms of the injected clock
     const l = app.rates.use('tb', { algorithm: 'token-bucket', limit: 10, windowMs: 1000 })
     clock.now = T0
     const first = await l.consume('u')
-    t.strictSame(first, { allowed: true, denied: false, remaining: 9, resetAt: T0 + 100 })
+    // A token every 100 ms: moreAt is the next whole one, resetAt the last one back.
+    t.strictSame(first, { allowed: true, denied: false, remaining: 9, resetAt: T0 + 100, moreAt: T0 + 100 })
     t.strictSame(Object.keys(first), ALLOWED_KEYS)
     t.notOk('retryAfterMs' in first, 'an allow has no retryAfterMs at all')
-    t.strictSame(await l.consume('u', { cost: 9 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000 })
+    t.strictSame(await l.consume('u', { cost: 9 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000, moreAt: T0 + 100 }, 'empty: full in 1 s, one more in 100 ms')
     const denied = await l.consume('u')
-    t.strictSame(denied, { allowed: false, denied: true, remaining: 0, retryAfterMs: 100, resetAt: T0 + 1000 })
+    t.strictSame(denied, { allowed: false, denied: true, remaining: 0, retryAfterMs: 100, resetAt: T0 + 1000, moreAt: T0 + 100 })
     t.strictSame(Object.keys(denied), DENIED_KEYS)
     clock.now = T0 + 250
-    t.strictSame(await l.consume('u', { cost: 3 }), { allowed: false, denied: true, remaining: 2, retryAfterMs: 50, resetAt: T0 + 1000 })
-    t.strictSame(await l.consume('u', { cost: 2 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1200 })
+    t.strictSame(await l.consume('u', { cost: 3 }), { allowed: false, denied: true, remaining: 2, retryAfterMs: 50, resetAt: T0 + 1000, moreAt: T0 + 300 }, '2.5 tokens: the third at T0 + 300')
+    t.strictSame(await l.consume('u', { cost: 2 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1200, moreAt: T0 + 300 }, '0.5 left: a whole one at T0 + 300')
   })
 
   t.test('fixed-window', async (t) => {
     const l = app.rates.use('fw', { algorithm: 'fixed-window', limit: 3, windowMs: 1000 })
     clock.now = T0 + 250
-    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 2, resetAt: T0 + 1000 })
-    t.strictSame(await l.consume('u', { cost: 2 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000 })
+    // Nothing comes back before the window ends, then all of it: moreAt is resetAt.
+    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 2, resetAt: T0 + 1000, moreAt: T0 + 1000 })
+    t.strictSame(await l.consume('u', { cost: 2 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000, moreAt: T0 + 1000 })
     const denied = await l.consume('u')
-    t.strictSame(denied, { allowed: false, denied: true, remaining: 0, retryAfterMs: 750, resetAt: T0 + 1000 })
+    t.strictSame(denied, { allowed: false, denied: true, remaining: 0, retryAfterMs: 750, resetAt: T0 + 1000, moreAt: T0 + 1000 })
     t.strictSame(Object.keys(denied), DENIED_KEYS)
     clock.now = T0 + 1000
-    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 2, resetAt: T0 + 2000 }, 'a new window')
+    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 2, resetAt: T0 + 2000, moreAt: T0 + 2000 }, 'a new window')
   })
 
   t.test('sliding-window-counter', async (t) => {
     const l = app.rates.use('swc', { algorithm: 'sliding-window-counter', limit: 4, windowMs: 1000 })
     clock.now = T0
+    // With c counted, i + 1 = 4 - c + 1 more units fit once the next window has begun and the
+    // previous c weigh c - 1 at most: 1/c of the window into it.
+    const moreAt = [T0 + 2000, T0 + 1500, T0 + 1334, T0 + 1250]
     for (let i = 3; i >= 0; i--) {
-      t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: i, resetAt: T0 + 2000 })
+      t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: i, resetAt: T0 + 2000, moreAt: moreAt[3 - i] }, `${4 - i} counted`)
     }
     // 4 in the current window: wait for the next one, then for 1/4 of the previous to slide out.
-    t.strictSame(await l.consume('u'), { allowed: false, denied: true, remaining: 0, retryAfterMs: 1250, resetAt: T0 + 2000 })
+    t.strictSame(await l.consume('u'), { allowed: false, denied: true, remaining: 0, retryAfterMs: 1250, resetAt: T0 + 2000, moreAt: T0 + 1250 })
     clock.now = T0 + 1250
-    // previous 4 weighted by 750/1000 = 3 → room for 1.
-    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 3000 })
+    // previous 4 weighted by 750/1000 = 3 → room for 1; one more once they weigh 2, at T0 + 1500.
+    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 3000, moreAt: T0 + 1500 })
   })
 
   t.test('gcra', async (t) => {
     const l = app.rates.use('gcra', { algorithm: 'gcra', limit: 2, windowMs: 1000 })
     clock.now = T0
-    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 1, resetAt: T0 + 500 })
-    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000 })
-    t.strictSame(await l.consume('u'), { allowed: false, denied: true, remaining: 0, retryAfterMs: 500, resetAt: T0 + 1000 })
+    // A unit every 500 ms.
+    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 1, resetAt: T0 + 500, moreAt: T0 + 500 })
+    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000, moreAt: T0 + 500 })
+    t.strictSame(await l.consume('u'), { allowed: false, denied: true, remaining: 0, retryAfterMs: 500, resetAt: T0 + 1000, moreAt: T0 + 500 })
     clock.now = T0 + 500
-    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1500 })
+    t.strictSame(await l.consume('u'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1500, moreAt: T0 + 1000 })
   })
 
   t.test('a deny is a value: a plain, distinct object per decision', async (t) => {
@@ -139,7 +145,8 @@ t.test("the seed's example: 100 sends pass, the 101st is denied, another identit
   t.equal((await send.consume({ userId: 'alice', tenantId: 't1' })).denied, true, 'field order does not make another identity')
 
   const bob = await send.consume({ tenantId: 't1', userId: 'bob' }, { cost: 1 })
-  t.strictSame(bob, { allowed: true, denied: false, remaining: 99, resetAt: windowStart + 120_000 }, 'bob has his own quota')
+  // 100 units again only once bob's one has slid out: moreAt is his full capacity.
+  t.strictSame(bob, { allowed: true, denied: false, remaining: 99, resetAt: windowStart + 120_000, moreAt: windowStart + 120_000 }, 'bob has his own quota')
   t.equal((await send.consume({ tenantId: 't2', userId: 'alice' })).allowed, true, 'so does alice in another tenant')
 
   const viaHttp = await app.inject({ method: 'POST', url: '/send', payload: alice })

@@ -8,16 +8,18 @@ import admission, { memoryBackend, type Algorithm, type RatePolicy } from '../..
 const T0 = 1_700_000_000_000 // a multiple of 2500: windows start at T0
 const START = T0 + 100
 
-// limit 3 per 2500 ms, all sent at START: the 4th request waits …
-const EXPECTED: Record<Algorithm, { retryAfterMs: number, retryAfter: string }> = {
-  // … for one token: 2500 / 3 ms, rounded up.
-  'token-bucket': { retryAfterMs: 834, retryAfter: '1' },
-  // … for the next window, 2400 ms away.
-  'fixed-window': { retryAfterMs: 2400, retryAfter: '3' },
-  // … for the next window, then for a third of the previous one to slide out.
-  'sliding-window-counter': { retryAfterMs: 2400 + 834, retryAfter: '4' },
-  // … for one emission interval.
-  gcra: { retryAfterMs: 834, retryAfter: '1' }
+// limit 3 per 2500 ms, all sent at START: the 4th request waits … `t` is RateLimit's after each of
+// the three admitted requests, then on the refused fourth: the seconds until one more unit comes.
+const EXPECTED: Record<Algorithm, { retryAfterMs: number, retryAfter: string, t: readonly number[] }> = {
+  // … for one token: 2500 / 3 ms, rounded up; the next token is as far after each request.
+  'token-bucket': { retryAfterMs: 834, retryAfter: '1', t: [1, 1, 1, 1] },
+  // … for the next window, 2400 ms away, when all of the quota comes back.
+  'fixed-window': { retryAfterMs: 2400, retryAfter: '3', t: [3, 3, 3, 3] },
+  // … for the next window, then for a third of the previous one to slide out. With c counted,
+  // 4 - c more fit once 1/c of the next window has passed: 2400 + 2500, + 1250, + 834 ms.
+  'sliding-window-counter': { retryAfterMs: 2400 + 834, retryAfter: '4', t: [5, 4, 4, 4] },
+  // … for one emission interval, as the next unit after each request.
+  gcra: { retryAfterMs: 834, retryAfter: '1', t: [1, 1, 1, 1] }
 }
 
 interface Rig { app: FastifyInstance, clock: { now: number }, limits: number[] }
@@ -58,7 +60,8 @@ for (const algorithm of Object.keys(EXPECTED) as Algorithm[]) {
       t.equal(res.statusCode, 200, `request ${i + 1}`)
       t.equal(res.headers['ratelimit-policy'], '"default";q=3;w=3', 'RateLimit-Policy on an admitted request: limit 3, window 2.5 s rounded up')
       const mirror = await reference.consume('ref')
-      t.equal(res.headers.ratelimit, `"default";r=${mirror.remaining};t=${Math.ceil((mirror.resetAt - clock.now) / 1000)}`, 'RateLimit: what the same decision leaves, and when it is full again')
+      t.equal(res.headers.ratelimit, `"default";r=${mirror.remaining};t=${Math.ceil((mirror.moreAt! - clock.now) / 1000)}`, 'RateLimit: what the same decision leaves, and when more comes')
+      t.equal(res.headers.ratelimit, `"default";r=${2 - i};t=${expected.t[i]}`)
     }
     const limited = await get(app, '/')
     t.equal(limited.statusCode, 429, 'the 4th request (routes share the plugin quota)')
@@ -67,7 +70,8 @@ for (const algorithm of Object.keys(EXPECTED) as Algorithm[]) {
     const ref = await reference.consume('ref')
     t.match(ref, { denied: true, retryAfterMs: expected.retryAfterMs }, 'the rates capability decides the same')
     t.equal(limited.headers['retry-after'], String(Math.ceil((ref as { retryAfterMs: number }).retryAfterMs / 1000)), 'Retry-After = ceil(the capability\'s retryAfterMs / 1000)')
-    t.equal(limited.headers.ratelimit, `"default";r=0;t=${Math.ceil((ref.resetAt - clock.now) / 1000)}`, 'RateLimit on a limited request: none left, full again at the decision\'s resetAt')
+    t.equal(limited.headers.ratelimit, `"default";r=0;t=${Math.ceil((ref.moreAt! - clock.now) / 1000)}`, 'RateLimit on a limited request: none left, more at the decision\'s moreAt')
+    t.equal(limited.headers.ratelimit, `"default";r=0;t=${expected.t[3]}`)
     t.equal((await get(app, '/', 'c2')).statusCode, 200, 'another client has its own quota')
 
     clock.now = START + expected.retryAfterMs - 1

@@ -30,8 +30,8 @@ async function build (t: Tap, clock: Clock, options: { maxIdentities?: number, b
   return app
 }
 
-const outcome = (allowed: boolean, remaining: number, retryAfterMs: number, resetAt: number): StackDecision['policies'][number] =>
-  ({ allowed, remaining, retryAfterMs, resetAt })
+const outcome = (allowed: boolean, remaining: number, retryAfterMs: number, resetAt: number, moreAt: number): StackDecision['policies'][number] =>
+  ({ allowed, remaining, retryAfterMs, resetAt, moreAt })
 
 t.test('10 a second and 25 a day: every policy must have room, and a refusal takes from none', async (t) => {
   const clock = { now: T0 }
@@ -43,23 +43,23 @@ t.test('10 a second and 25 a day: every policy must have room, and a refusal tak
 
   t.strictSame(await limits.consume('u', { cost: 10 }), {
     allowed: true, denied: false, remaining: 0, resetAt: DAY_END,
-    policies: [outcome(true, 0, 0, T0 + 1000), outcome(true, 15, 0, DAY_END)]
-  })
+    policies: [outcome(true, 0, 0, T0 + 1000, T0 + 100), outcome(true, 15, 0, DAY_END, DAY_END)]
+  }, 'both consume: the next token in 100 ms; the day\'s units back at its end')
   t.strictSame(await limits.consume('u'), {
     allowed: false, denied: true, remaining: 0, retryAfterMs: 100, resetAt: DAY_END,
-    policies: [outcome(false, 0, 100, T0 + 1000), outcome(true, 15, 0, DAY_END)]
-  }, 'the second refuses; the day keeps its 15')
+    policies: [outcome(false, 0, 100, T0 + 1000, T0 + 100), outcome(true, 15, 0, DAY_END, DAY_END)]
+  }, 'the second refuses; the day keeps its 15 (more by its full capacity, as it stands)')
   clock.now = T0 + 1000
   t.match(await limits.consume('u', { cost: 10 }), { allowed: true, remaining: 0, policies: [{ remaining: 0 }, { remaining: 5 }] })
   clock.now = T0 + 2000
   const refused = await limits.consume('u', { cost: 10 })
   t.strictSame(refused, {
     allowed: false, denied: true, remaining: 5, retryAfterMs: DAY_END - clock.now, resetAt: DAY_END,
-    policies: [outcome(true, 10, 0, T0 + 2000), outcome(false, 5, DAY_END - clock.now, DAY_END)]
+    policies: [outcome(true, 10, 0, T0 + 2000, T0 + 2000), outcome(false, 5, DAY_END - clock.now, DAY_END, DAY_END)]
   }, 'the day refuses; the second, full again, loses nothing')
   t.strictSame(await limits.check('u', { cost: 5 }), {
     allowed: true, denied: false, remaining: 5, resetAt: DAY_END,
-    policies: [outcome(true, 10, 0, T0 + 2000), outcome(true, 5, 0, DAY_END)]
+    policies: [outcome(true, 10, 0, T0 + 2000, T0 + 2000), outcome(true, 5, 0, DAY_END, DAY_END)]
   }, 'check: it would pass, and nothing is consumed')
   t.strictSame(await limits.check('u', { cost: 10 }), refused, 'check: the refusal consume would give')
   t.match(await limits.consume('u', { cost: 5 }), { allowed: true, remaining: 0, policies: [{ remaining: 5 }, { remaining: 0 }] })

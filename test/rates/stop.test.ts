@@ -38,7 +38,7 @@ t.test('after close: use() throws, consume() rejects, decisions made stay made',
 
   await app.close()
 
-  t.strictSame(await inFlight, { allowed: true, denied: false, remaining: 9, resetAt: T0 + 100 }, 'the in-flight decision stands')
+  t.strictSame(await inFlight, { allowed: true, denied: false, remaining: 9, resetAt: T0 + 100, moreAt: T0 + 100 }, 'the in-flight decision stands')
   t.strictSame(before, snapshot, 'a decision made before close is unchanged')
   t.strictSame(denied, deniedSnapshot)
 

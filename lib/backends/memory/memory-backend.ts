@@ -94,6 +94,7 @@ export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecision
   get remaining (): number { return this.store.remaining }
   get retryAfterMs (): number { return this.store.retryAfterMs }
   get resetAt (): number { return this.store.resetAt }
+  get moreAt (): number { return this.store.moreAt }
 
   decide (identity: string, cost: number): Verdict {
     const now = this.backend.clock()
@@ -105,11 +106,11 @@ export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecision
     if (this.backend.isStopped) throw new RatesStoppedError(this.address)
     const store = this.store
     const verdict = this.decide(identity, cost)
-    if (verdict === ADMITTED) return allowedDecision(store.remaining, store.resetAt)
+    if (verdict === ADMITTED) return allowedDecision(store.remaining, store.resetAt, store.moreAt)
     if (verdict === UNDECIDABLE) {
       throw new RatesUnavailableError(`the memory backend tracks ${this.backend.maxIdentities} identities for this limiter, all with live state`, { retryAfterMs: store.retryAfterMs })
     }
-    return deniedDecision(store.remaining, store.retryAfterMs, store.resetAt)
+    return deniedDecision(store.remaining, store.retryAfterMs, store.resetAt, store.moreAt)
   }
 
   async state (identity: string): Promise<unknown> {

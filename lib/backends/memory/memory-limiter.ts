@@ -22,6 +22,8 @@ export class MemoryLimiter {
   remaining = 0
   /** Tick of full capacity if nothing else is consumed. */
   resetAt = 0
+  /** First tick of more than `remaining` units if nothing else is consumed (the decision's tick at full capacity). */
+  moreAt = 0
 
   // A trial's outcome, until `commit()` stores it or `drop()` forgets it.
   private pendingState: unknown = undefined
@@ -33,6 +35,7 @@ export class MemoryLimiter {
   /** After any trial: the remaining units and full-capacity tick of the state as it stands, unconsumed. */
   standingRemaining = 0
   standingResetAt = 0
+  standingMoreAt = 0
   private readonly capacity: number
 
   constructor (kernel: Kernel<unknown>, policy: Policy, maxIdentities: number) {
@@ -73,6 +76,7 @@ export class MemoryLimiter {
     this.retryAfterMs = outcome.retryAfterMs
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt
+    this.moreAt = outcome.moreAt
     return outcome.allowed ? ADMITTED : LIMITED
   }
 
@@ -82,6 +86,7 @@ export class MemoryLimiter {
     this.retryAfterMs = wait
     this.remaining = 0
     this.resetAt = now + wait
+    this.moreAt = now + wait
     return SATURATED
   }
 
@@ -104,6 +109,7 @@ export class MemoryLimiter {
         // that another policy refused reports that (nothing would have been stored anyway).
         this.standingRemaining = this.capacity
         this.standingResetAt = now
+        this.standingMoreAt = now
         this.pendingSlot = -1
         return (this.trialVerdict = SATURATED)
       }
@@ -117,10 +123,12 @@ export class MemoryLimiter {
     this.retryAfterMs = outcome.retryAfterMs
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt
+    this.moreAt = outcome.moreAt
     if (!outcome.allowed) {
       // A refusal takes nothing: its outcome is the state as it stands.
       this.standingRemaining = outcome.remaining
       this.standingResetAt = outcome.resetAt
+      this.standingMoreAt = outcome.moreAt
       return (this.trialVerdict = LIMITED)
     }
     // Every kernel's remaining falls by exactly the cost it admitted. A state that has already
@@ -128,6 +136,9 @@ export class MemoryLimiter {
     // window kernels' recoversAt() is the window's start there, in the past.
     this.standingRemaining = outcome.remaining + cost
     this.standingResetAt = Math.max(now, kernel.recoversAt(state, this.policy))
+    // The first unit beyond the standing state's is not known from the trial: its full capacity
+    // stands for it (later, never early), as the Redis stack script says it.
+    this.standingMoreAt = this.standingResetAt
     return (this.trialVerdict = ADMITTED)
   }
 

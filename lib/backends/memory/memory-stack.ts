@@ -24,6 +24,8 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
   retryAfterMs = 0
   readonly remaining: Float64Array
   readonly resetAt: Float64Array
+  readonly moreAt: Float64Array
+  readonly refused: Uint8Array
   decidedAt = 0
   private readonly host: StackHost
   private readonly address: string
@@ -35,6 +37,8 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
     this.stores = policies.map((policy) => new MemoryLimiter(kernelOf(policy.algorithm), policy, host.maxIdentities))
     this.remaining = new Float64Array(policies.length)
     this.resetAt = new Float64Array(policies.length)
+    this.moreAt = new Float64Array(policies.length)
+    this.refused = new Uint8Array(policies.length)
   }
 
   decide (identity: string, cost: number): Verdict {
@@ -60,6 +64,7 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
     for (let i = 0; i < stores.length; i++) {
       const one = stores[i]!
       const v = one.trial(identity, now, cost)
+      this.refused[i] = v === LIMITED ? 1 : 0
       if (v === LIMITED) {
         verdict = LIMITED
         if (one.retryAfterMs > limitedWait) limitedWait = one.retryAfterMs
@@ -75,10 +80,12 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
         one.commit()
         this.remaining[i] = one.remaining
         this.resetAt[i] = one.resetAt
+        this.moreAt[i] = one.moreAt
       } else {
         one.drop()
         this.remaining[i] = one.standingRemaining
         this.resetAt[i] = one.standingResetAt
+        this.moreAt[i] = one.standingMoreAt
       }
     }
     this.retryAfterMs = verdict === LIMITED ? limitedWait : verdict === UNDECIDABLE ? saturatedWait : 0
@@ -131,7 +138,7 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
       // Only a refusal is a policy without room: one that could not track the identity (outranked
       // here by another's refusal) has no state for it, so full room.
       const allowed = store.trialVerdict !== LIMITED
-      policies.push({ allowed, remaining: this.remaining[i]!, retryAfterMs: allowed ? 0 : store.retryAfterMs, resetAt: this.resetAt[i]! })
+      policies.push({ allowed, remaining: this.remaining[i]!, retryAfterMs: allowed ? 0 : store.retryAfterMs, resetAt: this.resetAt[i]!, moreAt: this.moreAt[i]! })
       if (this.remaining[i]! < remaining) remaining = this.remaining[i]!
       if (this.resetAt[i]! > resetAt) resetAt = this.resetAt[i]!
     }

@@ -66,8 +66,9 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- expiry if the key has none (a key another program wrote, or a PERSIST).
 --
 -- Reply, integers only (Redis truncates a Lua number to an integer reply; every value here is one):
---   {0, allowed (1|0), remaining, retryAfterMs, resetAt, now}    allowed
---   {0, 0, remaining, retryAfterMs, resetAt, now, n1, n2[, n3]}  denied, with the state after it
+--   {0, 1, remaining, retryAfterMs, resetAt, now, moreAt}                allowed
+--   {0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1, n2[, n3]}  denied, with the state after it
+--   moreAt is the kernels' (types.ts): the first time more than remaining units pass, now when full
 --   {1, stored fingerprint}                                       the key holds another policy
 --   {3, now}                                                      past the deadline: nothing done
 --
@@ -143,7 +144,7 @@ end
 
 -- Each algorithm: fields (numbers per state), its worst recovery time R (ms) and, in its branch
 -- below, fresh(now) -> state, worst(now) -> state and decide(state, now, cost) -> allowed,
--- remaining, retryAfterMs, resetAt, next state, recoversAt. A state is n1, n2[, n3], in the order
+-- remaining, retryAfterMs, resetAt, moreAt, next state, recoversAt. A state is n1, n2[, n3], in the order
 -- of the stored value. gcra's constants are needed by its validation, so they are computed here.
 local fields, recovery
 local scale, interval, tau
@@ -253,7 +254,7 @@ if penaltyMode and (fresh or worst) then pb, pk = 0, 0 end
 
 local t = now
 local c = cost
-local allowed, remaining, retryAfterMs, resetAt, recoversAt
+local allowed, remaining, retryAfterMs, resetAt, moreAt, recoversAt
 
 if algorithm == 'token-bucket' then
   -- token-bucket.ts on bucket.ts take(): units of 1/windowMs of a token, capacity burst * windowMs,
@@ -287,6 +288,9 @@ if algorithm == 'token-bucket' then
   -- fullAt(): nothing refills before last, then limit units a tick.
   local full = last + ceilDiv(math.max(0, capacity - tokens), limit)
   remaining, retryAfterMs, resetAt, recoversAt = floorDiv(tokens, windowMs), retry, full, full
+  -- One more whole token: (remaining + 1) * windowMs units, limit a tick from last.
+  moreAt = t
+  if remaining * windowMs < capacity then moreAt = last + ceilDiv((remaining + 1) * windowMs - tokens, limit) end
   n1, n2 = tokens, last
 
 elseif algorithm == 'fixed-window' then
@@ -306,6 +310,9 @@ elseif algorithm == 'fixed-window' then
   local recovers = n1
   if n2 > 0 then recovers = n1 + windowMs end
   remaining, retryAfterMs, resetAt, recoversAt = limit - n2, retry, math.max(t, recovers), recovers
+  -- Nothing comes back before the window ends, then all of it.
+  moreAt = t
+  if n2 > 0 then moreAt = n1 + windowMs end
 
 elseif algorithm == 'sliding-window-counter' then
   -- sliding-window-counter.ts: the estimate previous * (W - e) / W + current, multiplied by W.
@@ -333,13 +340,23 @@ elseif algorithm == 'sliding-window-counter' then
   allowed = p * (W - e) <= room * W
   if allowed then n3 = cur + c end
   remaining = math.max(0, limit - ceilDiv(p * (W - e), W) - n3)
+  local untilNext = start + W - t
   local retry = 0
   if not allowed then
-    local untilNext = start + W - t
     if room >= 0 then
       retry = untilNext - floorDiv(room * W, p)
     else
       retry = untilNext + ceilDiv(-room * W, cur)
+    end
+  end
+  -- waitFor() again, for remaining + 1 more units than the state after it holds; none when full.
+  moreAt = t
+  if remaining ~= limit then
+    local roomMore = limit - n3 - (remaining + 1)
+    if roomMore >= 0 then
+      moreAt = t + (untilNext - floorDiv(roomMore * W, p))
+    else
+      moreAt = t + (untilNext + ceilDiv(-roomMore * W, n3))
     end
   end
   -- recovers: two windows on while current counts anything, one while previous does.
@@ -369,6 +386,8 @@ else
   if not allowed then retry = ceilDiv(newTat - tau - ts, scale) end
   local recovers = ceilDiv(tat, scale)
   retryAfterMs, resetAt, recoversAt = retry, math.max(t, recovers), recovers
+  moreAt = t
+  if remaining * interval < tau then moreAt = ceilDiv(tat + (remaining + 1) * interval - tau, scale) end
   n1 = tat
 end
 
@@ -409,6 +428,8 @@ if penaltyMode then
     local untilAt = math.max(pb, t + block)
     local endAt = untilAt
     if not allowed then endAt = math.max(untilAt, t + retryAfterMs) end
+    -- A unit comes back when the block ends, or later when the quota has none then.
+    if allowed or remaining > 0 then moreAt = untilAt else moreAt = math.max(untilAt, moreAt) end
     n1, n2, n3 = s1, s2, s3
     recoversAt = standing
     allowed, remaining, retryAfterMs = false, 0, endAt - t
@@ -416,6 +437,7 @@ if penaltyMode then
     pb, pk = untilAt, k
   elseif not allowed then
     local untilAt = t + math.max(retryAfterMs, windowMs)
+    if remaining > 0 then moreAt = untilAt else moreAt = math.max(untilAt, moreAt) end
     remaining, retryAfterMs, resetAt = 0, untilAt - t, math.max(t, resetAt, untilAt)
     pb, pk = untilAt, 1
   else
@@ -460,22 +482,22 @@ elseif not testNow and redis.call('PTTL', key) == -1 then
 end
 
 if allowed then
-  return { 0, 1, remaining, retryAfterMs, resetAt, now }
+  return { 0, 1, remaining, retryAfterMs, resetAt, now, moreAt }
 end
 if penaltyMode then
   if quotaFields == 1 then
-    return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, pb, pk }
+    return { 0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1, pb, pk }
   elseif quotaFields == 2 then
-    return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2, pb, pk }
+    return { 0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1, n2, pb, pk }
   end
-  return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2, n3, pb, pk }
+  return { 0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1, n2, n3, pb, pk }
 end
 if fields == 1 then
-  return { 0, 0, remaining, retryAfterMs, resetAt, now, n1 }
+  return { 0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1 }
 elseif fields == 2 then
-  return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2 }
+  return { 0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1, n2 }
 end
-return { 0, 0, remaining, retryAfterMs, resetAt, now, n1, n2, n3 }
+return { 0, 0, remaining, retryAfterMs, resetAt, now, moreAt, n1, n2, n3 }
 `
 
 /** The script's SHA-1, as `EVALSHA` names it. */

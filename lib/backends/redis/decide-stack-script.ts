@@ -74,10 +74,12 @@ export const DECIDE_STACK_LUA = `-- fastify-admission: one decision over a stack
 --   conflict is the answer.
 --
 -- Reply, integers only:
---   {0, allowed (1|0), now, then for each policy: allowed (1|0), remaining, retryAfterMs, resetAt}
+--   {0, allowed (1|0), now, then for each policy: allowed (1|0), remaining, retryAfterMs, resetAt, moreAt}
 --       When nothing was stored (a refusal or a check), a policy that had room answers for its
 --       state as it stands: its remaining + the cost, and the stored state's recovery (now at the
---       earliest; now for a missing key); a policy that refused answers with its refusal.
+--       earliest; now for a missing key) as its resetAt and as its moreAt (the first unit beyond
+--       the standing state's is not known from the decision: later, never early); a policy that
+--       refused answers with its refusal.
 --   {1, stored fingerprint, i}   KEYS[i] holds another policy (the first such key): nothing
 --                                consumed; each key left as a refusal leaves it
 --   {3, now}                     past the deadline: nothing done
@@ -111,7 +113,7 @@ end
 ${NUMBERS}${ONE_KEY}if not allowed then all = false end
 decided[i] = { key = key, fingerprint = fingerprint, fields = fields, fresh = fresh, worst = worst,
   n1 = n1, n2 = n2, n3 = n3, s1 = s1, s2 = s2, s3 = s3, recoversAt = recoversAt, standing = standing,
-  allowed = allowed, remaining = remaining, retryAfterMs = retryAfterMs, resetAt = resetAt }
+  allowed = allowed, remaining = remaining, retryAfterMs = retryAfterMs, resetAt = resetAt, moreAt = moreAt }
 until true end
 
 -- All or nothing (a conflict stores nothing). A missing key that stores nothing stays missing.
@@ -135,12 +137,13 @@ local reply = { 0, 0, now }
 if all then reply[2] = 1 end
 for i = 1, n do
   local d = decided[i]
-  local at = 4 * i
+  local at = 5 * i - 1
   if store or not d.allowed then
-    reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = d.allowed and 1 or 0, d.remaining, d.retryAfterMs, d.resetAt
+    reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = d.allowed and 1 or 0, d.remaining, d.retryAfterMs, d.resetAt, d.moreAt
   else
     -- Every kernel's remaining falls by exactly the cost it admits.
-    reply[at], reply[at + 1], reply[at + 2], reply[at + 3] = 1, d.remaining + cost, 0, math.max(now, d.standing)
+    local standing = math.max(now, d.standing)
+    reply[at], reply[at + 1], reply[at + 2], reply[at + 3], reply[at + 4] = 1, d.remaining + cost, 0, standing, standing
   end
 end
 return reply

@@ -71,7 +71,7 @@ export class DenyCache {
     const remaining = this.kernel.consume(entry.state, this.policy, earliest, cost).remaining
     // Passes at latest + retry on the server's clock at the earliest; that clock reads at least
     // `earliest` now.
-    return deniedDecision(remaining, latest + outcome.retryAfterMs - earliest, outcome.resetAt)
+    return deniedDecision(remaining, latest + outcome.retryAfterMs - earliest, outcome.resetAt, outcome.moreAt)
   }
 
   remember (identity: string, state: unknown, serverNow: number, sent: number, received: number): void {

@@ -57,14 +57,14 @@ export class RedisBackendLimiter implements BackendLimiter {
     const reply = await backend.run(this.keyOf(identity), backend.args(this.fingerprint, cost, sent))
     const received = backend.now()
     if (isDecision(reply, this.kernel.fields)) {
-      const [, allowed, remaining, retryAfterMs, resetAt, serverNow] = reply
+      const [, allowed, remaining, retryAfterMs, resetAt, serverNow, moreAt] = reply
       backend.observe(serverNow, received)
       if (allowed === 1) {
         cache?.forget(identity)
-        return allowedDecision(remaining, resetAt)
+        return allowedDecision(remaining, resetAt, moreAt)
       }
-      cache?.remember(identity, this.kernel.read(Float64Array.from(reply.slice(6)), 0), serverNow, sent, received)
-      return deniedDecision(remaining, retryAfterMs, resetAt)
+      cache?.remember(identity, this.kernel.read(Float64Array.from(reply.slice(7)), 0), serverNow, sent, received)
+      return deniedDecision(remaining, retryAfterMs, resetAt, moreAt)
     }
     if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
     if (Array.isArray(reply) && reply.length === 2 && reply[0] === 3 && Number.isSafeInteger(reply[1])) {
@@ -107,10 +107,10 @@ export class RedisBackendLimiter implements BackendLimiter {
   }
 }
 
-type DecisionReply = [0, 0 | 1, number, number, number, number, ...number[]]
+type DecisionReply = [0, 0 | 1, number, number, number, number, number, ...number[]]
 
 function isDecision (reply: unknown, fields: number): reply is DecisionReply {
   return Array.isArray(reply) && reply[0] === 0 &&
-    reply.length === (reply[1] === 1 ? 6 : reply[1] === 0 ? 6 + fields : -1) &&
+    reply.length === (reply[1] === 1 ? 7 : reply[1] === 0 ? 7 + fields : -1) &&
     reply.every((n) => Number.isSafeInteger(n))
 }

@@ -134,16 +134,16 @@ export class RedisBackendStack implements StackLimiter {
   }
 }
 
-/** `[0, allowed, now, ...(allowed, remaining, retryAfterMs, resetAt) per policy]`, integers. */
+/** `[0, allowed, now, ...(allowed, remaining, retryAfterMs, resetAt, moreAt) per policy]`, integers. */
 type StackReply = [0, 0 | 1, number, ...number[]]
 
 function isStackReply (reply: unknown, n: number): reply is StackReply {
-  if (!Array.isArray(reply) || reply.length !== 3 + 4 * n || reply[0] !== 0 || (reply[1] !== 0 && reply[1] !== 1)) return false
+  if (!Array.isArray(reply) || reply.length !== 3 + 5 * n || reply[0] !== 0 || (reply[1] !== 0 && reply[1] !== 1)) return false
   if (!reply.every((value) => Number.isSafeInteger(value))) return false
   // Allowed exactly when every policy had room.
   let all: 0 | 1 = 1
   for (let i = 0; i < n; i++) {
-    const allowed = reply[3 + 4 * i]
+    const allowed = reply[3 + 5 * i]
     if (allowed !== 0 && allowed !== 1) return false
     if (allowed === 0) all = 0
   }
@@ -161,8 +161,8 @@ function stackDecision (reply: StackReply, n: number): StackDecision {
   let resetAt = 0
   let retryAfterMs = 0
   for (let i = 0; i < n; i++) {
-    const at = 3 + 4 * i
-    const outcome: PolicyOutcome = { allowed: reply[at] === 1, remaining: reply[at + 1]!, retryAfterMs: reply[at + 2]!, resetAt: reply[at + 3]! }
+    const at = 3 + 5 * i
+    const outcome: PolicyOutcome = { allowed: reply[at] === 1, remaining: reply[at + 1]!, retryAfterMs: reply[at + 2]!, resetAt: reply[at + 3]!, moreAt: reply[at + 4]! }
     policies.push(outcome)
     if (outcome.remaining < remaining) remaining = outcome.remaining
     if (outcome.resetAt > resetAt) resetAt = outcome.resetAt

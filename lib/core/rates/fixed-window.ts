@@ -35,6 +35,8 @@ function consume (state: FixedWindowState, policy: Policy, now: number, cost: nu
     // Denied: the next window admits any cost <= limit.
     retryAfterMs: allowed ? 0 : next.start + windowMs - now,
     resetAt: Math.max(now, recovers(next, windowMs)),
+    // Nothing comes back before the window ends, then all of it.
+    moreAt: next.count === 0 ? now : next.start + windowMs,
     state: next
   }
 }

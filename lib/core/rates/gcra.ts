@@ -44,13 +44,16 @@ function consume (state: GcraState, policy: Policy, now: number, cost: number): 
   // A denial happens only with tat > now (a full identity admits any cost <= burst), so
   // storing tat0 stores the state unchanged.
   const next: GcraState = { tat: allowed ? newTat : tat0 }
+  // Whole cost-1 units: the largest k with next.tat + k * T - t <= tau.
+  const remaining = Math.max(0, floorDiv(tau - (next.tat - t), T))
   return {
     allowed,
-    // Whole cost-1 units: the largest k with next.tat + k * T - t <= tau.
-    remaining: Math.max(0, floorDiv(tau - (next.tat - t), T)),
+    remaining,
     // Admitted at now + w once tat + cost * T - (now + w) * s <= tau.
     retryAfterMs: allowed ? 0 : ceilDiv(newTat - tau - t, s),
     resetAt: Math.max(now, ceilDiv(next.tat, s)),
+    // remaining + 1 units pass at now + w once next.tat + (remaining + 1) * T - (now + w) * s <= tau.
+    moreAt: remaining * T >= tau ? now : ceilDiv(next.tat + (remaining + 1) * T - tau, s),
     state: next
   }
 }

@@ -43,6 +43,9 @@ export function withPenalty (kernel: Kernel<unknown>, penalty: Penalty): Kernel<
       remaining: 0,
       retryAfterMs: end - now,
       resetAt: Math.max(now, end, kernel.recoversAt(inner, policy)),
+      // A unit comes back when the block ends, or later when the quota has none then. A look
+      // that passed had one; a refused look stored nothing, so its numbers are the quota's as it stands.
+      moreAt: look.allowed || look.remaining > 0 ? until : Math.max(until, look.moreAt),
       state: { inner, blockedUntil: until, strikes }
     }
   }

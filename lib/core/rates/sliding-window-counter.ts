@@ -55,35 +55,39 @@ function consume (state: SlidingWindowCounterState, policy: Policy, now: number,
   const next: SlidingWindowCounterState = allowed ? { start, previous: p, current: c + cost } : s
   // Whole cost-1 units left: the largest k with p * (W - e) + (current + k) * W <= limit * W.
   const remaining = Math.max(0, limit - ceilDiv(p * (W - e), W) - next.current)
-  let retryAfterMs = 0
-  if (!allowed) {
-    // Nothing else consumed, the estimate only falls with time, so the least wait is closed form.
-    // `untilNext` is the wait until the next window starts (it includes the gap of a clock that
-    // stepped back before `start`, during which the estimate stays at its e = 0 value).
-    const untilNext = start + W - now
-    if (room >= 0) {
-      // c + cost fits in a window: still in this window, as soon as the previous window's share
-      // has decayed to p * (W - e') <= room * W, i.e. W - e' <= floor(room * W / p); p > 0
-      // here, or the cost would have passed. floor(...) = 0 gives the next window's start,
-      // where the estimate is (c + cost) * W <= limit * W.
-      retryAfterMs = untilNext - floorDiv(room * W, p)
-    } else {
-      // c + cost > limit: not in this window. In the next one, with previous' = c (> 0, since
-      // cost <= limit) and current' = 0, at elapsed e' once c * (W - e') + cost * W <= limit * W,
-      // i.e. e' >= ceil(-room * W / c). That is W exactly when cost = limit: the start of the
-      // window after, where both counts are gone.
-      retryAfterMs = untilNext + ceilDiv(-room * W, c)
-    }
-  }
   return {
     allowed,
     remaining,
-    retryAfterMs,
+    retryAfterMs: allowed ? 0 : waitFor(start, p, c, cost, now, limit, W),
     resetAt: Math.max(now, recovers(next, W)),
+    // remaining + 1 more units than the state after it holds; none when it is full.
+    moreAt: remaining === limit ? now : now + waitFor(start, p, next.current, remaining + 1, now, limit, W),
     state: next
   }
 }
 
+/**
+ * The least wait after which `cost` more units pass, nothing else consumed, for a state rolled to
+ * `now` (window `start`, counts p and c) that cannot take them now. The estimate only falls with
+ * time, so it is closed form. `untilNext` is the wait until the next window starts (it includes the
+ * gap of a clock that stepped back before `start`, during which the estimate stays at its e = 0 value).
+ */
+function waitFor (start: number, p: number, c: number, cost: number, now: number, limit: number, W: number): number {
+  const untilNext = start + W - now
+  const room = limit - c - cost
+  if (room >= 0) {
+    // c + cost fits in a window: still in this window, as soon as the previous window's share
+    // has decayed to p * (W - e') <= room * W, i.e. W - e' <= floor(room * W / p); p > 0
+    // here, or the cost would have passed. floor(...) = 0 gives the next window's start,
+    // where the estimate is (c + cost) * W <= limit * W.
+    return untilNext - floorDiv(room * W, p)
+  }
+  // c + cost > limit: not in this window. In the next one, with previous' = c (> 0, since
+  // cost <= limit) and current' = 0, at elapsed e' once c * (W - e') + cost * W <= limit * W,
+  // i.e. e' >= ceil(-room * W / c). That is W exactly when cost = limit: the start of the
+  // window after, where both counts are gone.
+  return untilNext + ceilDiv(-room * W, c)
+}
 function recoversAt (state: SlidingWindowCounterState, policy: Policy): number {
   return recovers(state, policy.windowMs)
 }

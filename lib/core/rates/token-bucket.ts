@@ -33,13 +33,16 @@ function consume (state: TokenBucketState, policy: Policy, now: number, cost: nu
   const config = shape(policy)
   const r = take(state, config, now, cost * policy.windowMs)
   const next: TokenBucketState = { tokens: r.tokens, last: r.last }
+  const remaining = floorDiv(r.tokens, policy.windowMs)
   return {
     allowed: r.ok,
-    remaining: floorDiv(r.tokens, policy.windowMs),
+    remaining,
     // `take` counts its wait from `last`; when the caller's clock stepped back (now < last),
     // nothing refills until `last`, so that gap is part of the wait.
     retryAfterMs: r.ok ? 0 : r.retry + (r.last - now),
     resetAt: fullAt(next, config.capacity, policy.limit),
+    // One more whole token: (remaining + 1) * windowMs units, `limit` a tick from `last`.
+    moreAt: remaining * policy.windowMs >= config.capacity ? now : r.last + ceilDiv((remaining + 1) * policy.windowMs - r.tokens, policy.limit),
     state: next
   }
 }

@@ -32,6 +32,9 @@ export type PenaltyOption = 'restart' | 'double' | { mode: 'restart' } | { mode:
  * - `retryAfterMs`: 0 when allowed; else the least wait after which the same cost passes if
  *   nothing else is consumed (never early);
  * - `resetAt`: the tick at which the identity is back at full capacity if nothing else is consumed;
+ * - `moreAt`: the first tick at which more than `remaining` cost-1 units are consumable if nothing
+ *   else is consumed (never early: `RateLimit`'s `t`); `now` when at full capacity, where no more
+ *   comes. Never after `now + retryAfterMs` of a refusal: a cost that did not pass needs more;
  * - `state`: the identity's new state, which the caller stores (also after a denial).
  */
 export interface Outcome<S> {
@@ -39,6 +42,7 @@ export interface Outcome<S> {
   readonly remaining: number
   readonly retryAfterMs: number
   readonly resetAt: number
+  readonly moreAt: number
   readonly state: S
 }
 

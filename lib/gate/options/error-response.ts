@@ -12,6 +12,12 @@ export interface AdmissionRefusalContext {
   readonly reason: RefusalReason
   /** What `Retry-After` says, whatever the builder returns. */
   readonly retryAfterSeconds: number
+  /**
+   * The policies that refused, as `RateLimit-Policy` names them (`default`, a tier's, a stack's
+   * exhausted ones, `in-flight` or `route-in-flight` for a full gate); empty for pressure and for a
+   * backend that could not decide. A problem body's `violated-policies`.
+   */
+  readonly violatedPolicies: readonly string[]
   /** The route's rate-limit policy (normalized), or undefined when it has none. */
   readonly policy: Readonly<Policy> | undefined
   /** The route, as `stats().routes` names it (`404` for requests that matched none). */

@@ -1,3 +1,4 @@
+import type { PartitionKey } from '../quotas/partition-key.js'
 import type { FastifyRequest } from 'fastify'
 import type { Algorithm, PenaltyOption, Policy } from '../../core/rates/types.js'
 import type { RatesBackend } from '../../rates/backend.js'
@@ -133,8 +134,12 @@ export interface AdmissionOptions {
   hook?: AdmissionHook
   /** `false`: shadow mode — decide, count, log and set headers, never refuse (default true). */
   enforce?: boolean
-  /** Send `RateLimit-Policy` and `RateLimit` on limited routes (default true). */
-  headers?: boolean
+  /**
+   * Send `RateLimit-Policy` and `RateLimit` on limited routes, and the in-flight policy on a full
+   * gate's 503 (default true). `{ partitionKey }` sends them with `pk`, a digest of the client's key
+   * (`true`: under a secret drawn at registration; a string: under that secret, shared by a fleet).
+   */
+  headers?: boolean | { partitionKey: true | string }
   /** The client's key; default: `request.ip`, IPv6 grouped by `ipv6Subnet`. */
   key?: (request: FastifyRequest) => string
   /** Prefix length that groups IPv6 clients (default 56). */
@@ -200,6 +205,8 @@ export interface Settings {
   readonly hook: AdmissionHook
   readonly enforce: boolean
   readonly headers: boolean
+  /** `pk` of the client's key, when `headers.partitionKey` asks for it. */
+  readonly partitionKey: PartitionKey | undefined
   readonly key: ((request: FastifyRequest) => string) | undefined
   readonly ipv6Subnet: number
   /** The backend given, or undefined for the default memory backend. */

@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../../core/rates/types.js'
+import { partitionKeyOption, type PartitionKey } from '../quotas/partition-key.js'
 import { AdmissionOptionError } from '../errors.js'
 import type { RatesBackend } from '../../rates/backend.js'
 import { capacityOfLimits, isTiers, limitsOption, type Limits } from './limits.js'
@@ -99,6 +100,16 @@ function keyOption (value: unknown): ((request: FastifyRequest) => string) | und
   return key
 }
 
+const HEADERS_SHAPE = { keys: ['partitionKey'], expected: 'a boolean, or an object { partitionKey }', nullPrototype: true }
+
+/** `headers`: on (the default), off, or on with `pk` (`{ partitionKey }`). */
+function headersOption (value: unknown): { headers: boolean, partitionKey: PartitionKey | undefined } {
+  if (value === undefined || value === true || value === false) return { headers: value !== false, partitionKey: undefined }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AdmissionOptionError('headers', 'a boolean, or an object { partitionKey }', value)
+  const input = exactObject(complain, 'headers', value, HEADERS_SHAPE)
+  return { headers: true, partitionKey: partitionKeyOption(input.partitionKey) }
+}
+
 /** The plugin's options, checked once at registration. */
 export function validateOptions (options: unknown): Settings {
   const input = exactObject(complain, 'options', options ?? {}, OPTIONS_SHAPE)
@@ -110,8 +121,7 @@ export function validateOptions (options: unknown): Settings {
   const fast = input.fastRefusals === undefined ? (body === 'error' ? false : 'shed') : input.fastRefusals
   if (fast !== 'shed' && fast !== 'all' && fast !== false) throw new AdmissionOptionError('fastRefusals', "'shed' (the default), 'all' or false", fast)
   if (body === 'error' && fast !== false) throw new AdmissionOptionError('fastRefusals', "false or unset with responseBody: 'error' (a refusal handed to the error handler is not written from bytes)", fast)
-  const headers = input.headers === undefined ? true : input.headers
-  if (typeof headers !== 'boolean') throw new AdmissionOptionError('headers', 'a boolean', headers)
+  const { headers, partitionKey } = headersOption(input.headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
   const inFlight = inFlightOption('maxInFlight', input.maxInFlight)
@@ -132,6 +142,7 @@ export function validateOptions (options: unknown): Settings {
     hook,
     enforce: booleanOption('enforce', input.enforce, true),
     headers,
+    partitionKey,
     key,
     ipv6Subnet,
     backend: backendOption(input.backend, input.maxIdentities),

@@ -22,16 +22,16 @@ const MOST_KEPT = 32
  */
 export function rawRefusal (style: BodyStyle): Refuse {
   const kept = new Map<string, Bytes>()
-  const make = (status: 429 | 503, retrySeconds: number, reason: Parameters<BodyStyle>[2], message: string): Bytes => {
-    const content = style(status, retrySeconds, reason, message)
+  const make = (status: 429 | 503, retrySeconds: number, reason: Parameters<BodyStyle>[2], message: string, violated: readonly string[]): Bytes => {
+    const content = style(status, retrySeconds, reason, message, violated)
     const body = Buffer.from(content.body)
     return { head: Object.freeze({ 'retry-after': String(retrySeconds), 'content-type': content.contentType, 'content-length': String(body.length) }), body }
   }
-  return (permit, status, retrySeconds, reason, message) => {
-    const key = `${status} ${retrySeconds} ${message}`
+  return (permit, status, retrySeconds, reason, message, violated) => {
+    const key = violated.length === 0 ? `${status} ${retrySeconds} ${message}` : `${status} ${retrySeconds} ${message} ${violated.join()}`
     let bytes = kept.get(key)
     if (bytes === undefined) {
-      bytes = make(status, retrySeconds, reason, message)
+      bytes = make(status, retrySeconds, reason, message, violated)
       if (kept.size < MOST_KEPT) kept.set(key, bytes)
     }
     const reply = permit.reply

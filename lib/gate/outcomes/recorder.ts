@@ -2,8 +2,10 @@ import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { Contained } from '../../callbacks/contained.js'
 import { DECISION_CHANNEL, decisions, publishDecision, refused } from '../../metrics/events.js'
 import type { GateCounters } from '../../metrics/counters.js'
+import type { StackDecision } from '../../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
+import { inFlightFields, type InFlightPolicyName } from '../quotas/headers.js'
 import type { Permit, Step } from '../release/permit.js'
 import type { Slots } from '../release/slots.js'
 import type { Refuse } from './refusal-styles.js'
@@ -52,8 +54,14 @@ export class Outcomes {
   private readonly onShedCalls: Contained
   private readonly subscriberCalls: Contained
 
-  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string) {
+  /** A full gate's 503 carries the in-flight policy's `RateLimit` fields (`headers`). */
+  private readonly inFlightHeaders: boolean
+  // The fields of the last limit advertised, per name (an adaptive limit moves now and then, not per request).
+  private readonly fieldsByName = new Map<InFlightPolicyName, { limit: number, policy: string, rateLimit: string }>()
+
+  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string, inFlightHeaders: boolean) {
     this.context = context
+    this.inFlightHeaders = inFlightHeaders
     this.enforce = enforce
     this.onBackendError = onBackendError
     this.refusals = refusals
@@ -94,13 +102,22 @@ export class Outcomes {
     permit.gate.counters.limited++
     const onLimit = this.context.onLimit
     if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, retryAfterMs)
-    this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false)
+    this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false, MESSAGES.limited, violatedBy(permit))
   }
 
   /** An in-flight gate is full: the request is shed (or, not enforcing, goes on holding no slot). */
   full (permit: Permit, next: Step): void {
     if (this.enforce) {
-      this.shed(permit, this.context.slots.retryAfter)
+      const slots = this.context.slots
+      const route = permit.route
+      // The route's own limit when it is the one that is full; else the registration's.
+      const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
+      const name: InFlightPolicyName = own ? 'route-in-flight' : 'in-flight'
+      if (this.inFlightHeaders) {
+        const fields = this.fieldsOf(name, own ? route.maxInFlight : slots.limit)
+        permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
+      }
+      this.shed(permit, slots.retryAfter, MESSAGES.shed, name)
       return
     }
     this.context.global.wouldShed++
@@ -109,14 +126,14 @@ export class Outcomes {
     next(permit)
   }
 
-  /** A 503 for a full gate, or for pressure (its own `Retry-After` and message). */
-  shed (permit: Permit, seconds: number, message: string = MESSAGES.shed): void {
+  /** A 503 for a full gate (named by its policy), or for pressure (its own `Retry-After` and message). */
+  shed (permit: Permit, seconds: number, message: string = MESSAGES.shed, policy?: InFlightPolicyName): void {
     permit.refused()
     this.context.global.shed++
     permit.gate.counters.shed++
     const onShed = this.context.onShed
     if (onShed !== undefined) this.onShedCalls.notify(onShed, permit.request)
-    this.answer(permit, 503, seconds, 'shed', false, message)
+    this.answer(permit, 503, seconds, 'shed', false, message, policy === undefined ? NONE : policy === 'in-flight' ? IN_FLIGHT : ROUTE_IN_FLIGHT)
   }
 
   /**
@@ -144,16 +161,43 @@ export class Outcomes {
     }
     permit.refused()
     const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
-    this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true)
+    this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true, MESSAGES.unavailable, NONE)
   }
 
   private wouldHave (permit: Permit, reason: 'limited' | 'shed', seconds: number): void {
     permit.request.log.info({ route: permit.gate.name, reason, retryAfterSeconds: seconds }, 'fastify-admission: would have refused this request (enforce: false)')
   }
 
-  private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string = MESSAGES[reason]): void {
+  private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string, violated: readonly string[]): void {
     refused(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
     ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
-    this.refusals[reason](permit, status, seconds, reason, message)
+    this.refusals[reason](permit, status, seconds, reason, message, violated)
   }
+
+  private fieldsOf (name: InFlightPolicyName, limit: number): { policy: string, rateLimit: string } {
+    let fields = this.fieldsByName.get(name)
+    if (fields === undefined || fields.limit !== limit) this.fieldsByName.set(name, fields = { limit, ...inFlightFields(name, limit) })
+    return fields
+  }
+}
+
+const NONE: readonly string[] = Object.freeze([])
+const IN_FLIGHT: readonly string[] = Object.freeze(['in-flight'])
+const ROUTE_IN_FLIGHT: readonly string[] = Object.freeze(['route-in-flight'])
+
+/**
+ * The policies whose quota refused the request: the gate's one, or those of its stack that had no
+ * room (from the remote decision, or the synchronous stack's last one) — all of them when none did
+ * alone (login throttling refusing more attempts in flight than the quota holds).
+ */
+function violatedBy (permit: Permit): readonly string[] {
+  const gate = permit.gate
+  const names = gate.policyNames
+  const stacked = gate.stacked
+  if (stacked === undefined) return names
+  const policies = (permit.decision as StackDecision | undefined)?.policies
+  const violated = policies !== undefined
+    ? names.filter((_name, i) => !policies[i]!.allowed)
+    : names.filter((_name, i) => stacked.sync!.refused[i] === 1)
+  return violated.length === 0 ? names : violated
 }

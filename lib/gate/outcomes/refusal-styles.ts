@@ -6,8 +6,12 @@ import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { Permit } from '../release/permit.js'
 import { inWords, MESSAGES, refusalText, type RefusalReason } from './refusal-text.js'
 
-/** Sends a refusal for a permit: the status, `Retry-After`, and a body in the route's style. */
-export type Refuse = (permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string) => void
+/**
+ * Sends a refusal for a permit: the status, `Retry-After`, and a body in the route's style.
+ * `violated`: the names of the policies that refused, as `RateLimit-Policy` lists them (none for
+ * pressure and for a backend that could not decide: no policy of the client's was the cause).
+ */
+export type Refuse = (permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string, violated: readonly string[]) => void
 
 const REASONS = { 429: 'Too Many Requests', 503: 'Service Unavailable' } as const
 
@@ -18,7 +22,7 @@ export interface RefusalContent {
 }
 
 /** A built-in body style (`responseBody`). Every value is built from integers and constants: nothing from the request reaches a header or the body. */
-export type BodyStyle = (status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string) => RefusalContent
+export type BodyStyle = (status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string, violated: readonly string[]) => RefusalContent
 
 /** The JSON body, as Fastify's own errors look. */
 export const json: BodyStyle = (status, retrySeconds, _reason, message) => ({
@@ -38,17 +42,18 @@ const QUOTA_EXCEEDED = '{"type":"https://iana.org/assignments/http-problem-types
 const REDUCED_CAPACITY = '{"type":"https://iana.org/assignments/http-problem-types#temporary-reduced-capacity","title":"Request cannot be satisfied due to temporary server capacity constraints"'
 
 /**
- * An RFC 9457 `application/problem+json` refusal. A quota's refusal is `quota-exceeded`, naming the
- * policy it violated; a full gate or a backend that cannot decide is `temporary-reduced-capacity`
- * (the client's quota is not the cause).
+ * An RFC 9457 `application/problem+json` refusal. A quota's refusal is `quota-exceeded`; a full gate,
+ * pressure or a backend that cannot decide is `temporary-reduced-capacity` (the client's quota is not
+ * the cause). `violated-policies` names the policies that refused, as `RateLimit-Policy` names them
+ * (a tier's, a stack's exhausted ones, the in-flight limit's); it is left out when none did.
+ * The names are validated keys (lowercase letters, digits, `_-.`): nothing in them needs escaping.
  */
-export const problem: BodyStyle = (status, retrySeconds, reason) => {
+export const problem: BodyStyle = (status, retrySeconds, reason, _message, violated) => {
   const detail = `"detail":"${refusalText(MESSAGES[reason], retrySeconds)}"`
+  const policies = violated.length === 0 ? '' : `,"violated-policies":["${violated.join('","')}"]`
   return {
     contentType: 'application/problem+json; charset=utf-8',
-    body: reason === 'limited'
-      ? `${QUOTA_EXCEEDED},"status":${status},${detail},"violated-policies":["default"]}`
-      : `${REDUCED_CAPACITY},"status":${status},${detail}}`
+    body: `${reason === 'limited' ? QUOTA_EXCEEDED : REDUCED_CAPACITY},"status":${status},${detail}${policies}}`
   }
 }
 
@@ -57,8 +62,8 @@ export const problem: BodyStyle = (status, retrySeconds, reason) => {
  * may change it); `onResponse` hooks and the request log see it as sent.
  */
 export function throughReply (style: BodyStyle): Refuse {
-  return (permit, status, retrySeconds, reason, message) => {
-    const content = style(status, retrySeconds, reason, message)
+  return (permit, status, retrySeconds, reason, message, violated) => {
+    const content = style(status, retrySeconds, reason, message, violated)
     permit.reply
       .code(status)
       .header('retry-after', String(retrySeconds))
@@ -76,19 +81,19 @@ export function throughReply (style: BodyStyle): Refuse {
  * let through, never a 500.
  */
 export function builder (build: ErrorResponseBuilder, fallback: Refuse, contained: Contained): Refuse {
-  return (permit, status, retrySeconds, reason, message) => {
-    const failure = sendBuilt(build, permit, status, retrySeconds, reason)
+  return (permit, status, retrySeconds, reason, message, violated) => {
+    const failure = sendBuilt(build, permit, status, retrySeconds, reason, violated)
     if (failure === undefined) {
       contained.worked()
       return
     }
     contained.failed(failure)
-    fallback(permit, status, retrySeconds, reason, message)
+    fallback(permit, status, retrySeconds, reason, message, violated)
   }
 }
 
 /** Why the builder's value cannot be used (it threw, or returned no object or a promise); undefined when it was sent. */
-function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason): unknown {
+function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason, violated: readonly string[]): unknown {
   const gate = permit.gate
   let built: unknown
   try {
@@ -96,6 +101,7 @@ function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 5
       statusCode: status,
       reason,
       retryAfterSeconds: retrySeconds,
+      violatedPolicies: violated,
       policy: gate.policy,
       route: gate.name,
       max: gate.quota,

@@ -1,5 +1,8 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { UNDECIDABLE } from '../../rates/backend.js'
+import type { StackDecision } from '../../rates/decision.js'
+import { moreAtOf, rateLimitList } from '../quotas/headers.js'
+import { withPartitionKey, type PartitionKey } from '../quotas/partition-key.js'
 import { AdmissionOptionError } from '../errors.js'
 import type { StackedQuota } from '../quotas/stacked-quota.js'
 import type { Step } from '../outcomes/recorder.js'
@@ -44,6 +47,12 @@ export function failedOption (path: string, value: unknown, count: CountMode): F
  * with its permit, whichever comes first: a refused or failed check ends the permit (the refusal),
  * so it stops counting at once; an attempt whose reply is never sent (hijacked, its client gone)
  * stops counting when its permit ends.
+ *
+ * With the `RateLimit` fields on, the response that records a failure says what is left after it
+ * (the check before the handler could only say what was left before): a synchronous backend's
+ * numbers at once, a remote one's when its answer comes — the response waits for that round trip
+ * (a failure is the slow path of a login anyway). A failure that could not be recorded leaves the
+ * check's numbers.
  */
 export class FailureCount {
   /** Attempts admitted and not yet answered (each permit's key is the one its check used). */
@@ -54,9 +63,13 @@ export class FailureCount {
   private readonly log: FastifyBaseLogger
   private readonly route: string
   private failing = false
+  private readonly headers: boolean
+  private readonly partitionKey: PartitionKey | undefined
 
-  constructor (quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string) {
+  constructor (quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string, headers: boolean, partitionKey?: PartitionKey) {
     this.quota = quota
+    this.headers = headers
+    this.partitionKey = partitionKey
     this.failed = failed
     this.cost = cost
     this.log = log
@@ -88,8 +101,11 @@ export class FailureCount {
     return true
   }
 
-  /** The route's response is being sent: a failure takes from the client's quota. */
-  sending (permit: Permit): void {
+  /**
+   * The route's response is being sent: a failure takes from the client's quota. A promise when the
+   * response should wait for it (its `RateLimit` field follows the remote decision); it never rejects.
+   */
+  sending (permit: Permit): Promise<void> | undefined {
     if (!this.ended(permit)) return
     const { request, reply } = permit
     // Another registration's refusal (a per-account quota inside a per-address one) is no failed login.
@@ -118,9 +134,29 @@ export class FailureCount {
       this.trouble(error, 'the backend threw')
       return
     }
-    if (recorded === UNDECIDABLE) this.trouble(undefined, 'every tracked client has live state')
-    else if (typeof recorded === 'object') recorded.then(() => { this.failing = false }, (error: unknown) => { this.trouble(error, 'the backend could not record it') })
-    else this.failing = false
+    if (recorded === UNDECIDABLE) {
+      this.trouble(undefined, 'every tracked client has live state')
+      return
+    }
+    if (typeof recorded === 'object') {
+      const told = recorded.then((decision) => {
+        this.failing = false
+        if (this.headers) this.tell(reply, key, decision.policies.map((p) => p.remaining), decision.policies.map(moreAtOf), Date.now())
+      }, (error: unknown) => { this.trouble(error, 'the backend could not record it') })
+      return this.headers ? told : undefined
+    }
+    this.failing = false
+    if (this.headers) {
+      const sync = this.quota.sync!
+      this.tell(reply, key, sync.remaining, sync.moreAt, sync.decidedAt)
+    }
+  }
+
+  /** `RateLimit` after the failure, from the stack's own numbers. */
+  private tell (reply: FastifyReply, key: string, remaining: ArrayLike<number>, moreAt: ArrayLike<number>, now: number): void {
+    const value = rateLimitList(this.quota.starts, this.quota.quotas, remaining, moreAt, now)
+    const pk = this.partitionKey
+    reply.header('ratelimit', pk === undefined ? value : withPartitionKey(value, pk(key)))
   }
 
   /** A failure that could not be counted: logged once until one is counted again. */

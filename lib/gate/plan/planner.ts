@@ -14,7 +14,8 @@ import type { Slots, Take } from '../release/slots.js'
 import type { RouteGate } from '../route-gate.js'
 import { allowFirstStep, allowListStep } from './steps/allow-list.js'
 import { clientKeyStep } from './steps/client-key.js'
-import { headersLaterStep, headersNowStep, policyOnlyStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
+import { headersLaterStep, headersNowStep, partitionKeyStep, policyOnlyStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
+import type { PartitionKey } from '../quotas/partition-key.js'
 import { fullGateStep, inFlightStep } from './steps/in-flight.js'
 import { pressureStep } from './steps/pressure.js'
 import { decideLaterStep, decideNowStep, verdictStep } from './steps/quota.js'
@@ -60,6 +61,8 @@ export interface PlanParts {
   readonly sampler: AdaptiveSampler | undefined
   readonly pressure: Pressure | undefined
   readonly headers: boolean
+  /** `pk` on every `RateLimit` item (`headers.partitionKey`), or undefined. */
+  readonly partitionKey: PartitionKey | undefined
   readonly keyOf: (request: FastifyRequest) => string
   readonly allowListSkipsShedding: boolean
   readonly responseBody: 'json' | 'text' | 'problem' | 'error'
@@ -89,7 +92,7 @@ export class Planner {
   plan (spec: RouteSpec): Plan {
     const parts = this.parts
     const route = spec.gate.name
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route)
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, parts.headers)
     const admitted: Step = outcomes.admitted
     const gate = spec.gate
     const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted)
@@ -133,7 +136,8 @@ export class Planner {
    * policy, the one field known without a decision.
    */
   private quota (gate: RouteGate, outcomes: Outcomes, admitted: Step): Step {
-    const verdict = verdictStep(outcomes, admitted)
+    const partitionKey = this.parts.partitionKey
+    const verdict = partitionKey === undefined ? verdictStep(outcomes, admitted) : partitionKeyStep(partitionKey, verdictStep(outcomes, admitted))
     const next = this.parts.headers ? policyOnlyStep(gate, admitted) : admitted
     const limiter = gate.limiter!
     const stack = gate.stacked
@@ -181,7 +185,7 @@ export class Planner {
   private style (build: ErrorResponseBuilder | undefined, route: string): Refusals {
     const builtIn = this.builtIn
     if (build === undefined) return builtIn
-    const fallback: Refuse = (permit, status, seconds, reason, message) => { builtIn[reason](permit, status, seconds, reason, message) }
+    const fallback: Refuse = (permit, status, seconds, reason, message, violated) => { builtIn[reason](permit, status, seconds, reason, message, violated) }
     const built: Refuse = builder(build, fallback, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
     return { shed: built, limited: built, unavailable: built }
   }

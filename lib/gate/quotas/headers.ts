@@ -1,9 +1,11 @@
 import { ceilDiv } from '../../core/rates/arithmetic.js'
 import type { Policy } from '../../core/rates/types.js'
 import { capacityOf } from '../../rates/policy.js'
+import type { PolicyOutcome, RateDecision } from '../../rates/decision.js'
+import { LIST_SEPARATOR, serializeInteger, serializeItem, serializeItemStarts, serializeList, type Parameter } from './structured-fields.js'
 
 /**
- * The quota a client can plan from (IETF httpapi-ratelimit-headers, draft 10): `q` units within
+ * The quota a client can plan from (IETF httpapi-ratelimit-headers, draft 11): `q` units within
  * `w` seconds. `q` is the policy's capacity, what a client at rest may send at once: `burst` for
  * token-bucket and gcra, `limit` for the window algorithms. `w` is the time that whole quota takes
  * to come back, rounded up to a second: `burst` at `limit` per `windowMs` for the first two, one
@@ -18,27 +20,43 @@ export function quotaOf (policy: Policy): { quota: number, windowSeconds: number
   return { quota, windowSeconds: Math.max(1, ceilDiv(refillMs, 1000)) }
 }
 
-/** `RateLimit-Policy`: `"<name>";q=<quota>;w=<seconds>` for each policy (draft 10's list), named `default` unless a tier or a stack names it. */
-export function policyHeader (policies: Policy | readonly Policy[], names: readonly string[] = ['default']): string {
-  return (Array.isArray(policies) ? policies as readonly Policy[] : [policies as Policy]).map((policy, i) => {
+/**
+ * `RateLimit-Policy` (draft 11): `"<name>";q=<quota>;w=<seconds>` for each policy, named `default`
+ * unless a tier or a stack names it. `q` and `r` count cost units: a route whose request takes
+ * `cost` > 1 of them says so in `admission-cost` (a vendor parameter, as the draft asks of
+ * implementation-specific ones: `qu` takes only the registry's units, and a cost unit is none of them).
+ */
+export function policyHeader (policies: Policy | readonly Policy[], names: readonly string[] = ['default'], cost = 1): string {
+  const list = Array.isArray(policies) ? policies as readonly Policy[] : [policies as Policy]
+  return serializeList(list.map((policy, i) => {
     const { quota, windowSeconds } = quotaOf(policy)
-    return `"${names[i]!}";q=${quota};w=${windowSeconds}`
-  }).join(', ')
+    const parameters: Parameter[] = [['q', quota], ['w', windowSeconds]]
+    if (cost !== 1) parameters.push(['admission-cost', cost])
+    return [names[i]!, parameters] as const
+  }))
 }
 
 /**
- * `RateLimit` after a decision: `r`, the cost-1 units left (clamped to 0..quota, whatever a custom
- * backend reports), and `t`, the seconds until full capacity, rounded up.
+ * `RateLimit` after a decision (draft 11): `r`, the cost-1 units left (clamped to 0..quota,
+ * whatever a custom backend reports), and `t`, the whole seconds until more than `r` units are
+ * available, rounded up (never early) — absent at full capacity, where no more comes. On a
+ * refusal (`retrySeconds`, its `Retry-After`) `t` is never beyond it: a decision's own `moreAt`
+ * never is, and a custom backend's `resetAt` standing in for one is cut to it (both stay late
+ * enough: the unit that comes first comes no later than the cost that was refused).
  */
-export function rateLimitHeader (remaining: number, quota: number, resetAt: number, now: number, start = DEFAULT_START): string {
-  return `${start}${clampRemaining(remaining, quota)};t=${secondsUntil(resetAt, now)}`
+export function rateLimitHeader (remaining: number, quota: number, moreAt: number, now: number, start = DEFAULT_START, retrySeconds = NO_REFUSAL): string {
+  const r = clampRemaining(remaining, quota)
+  if (r === quota) return start + serializeInteger(r)
+  const t = secondsUntil(moreAt, now)
+  return start + serializeInteger(r) + T + serializeInteger(t < retrySeconds ? t : retrySeconds)
 }
+const NO_REFUSAL = Number.POSITIVE_INFINITY
 
-/** `RateLimit` of a stack: one item per policy, in the stack's order. */
-export function rateLimitList (starts: readonly string[], quotas: readonly number[], remaining: ArrayLike<number>, resetAt: ArrayLike<number>, now: number): string {
+/** `RateLimit` of a stack: one item per policy, in the stack's order; `t` of a refusing policy within `retrySeconds`. */
+export function rateLimitList (starts: readonly string[], quotas: readonly number[], remaining: ArrayLike<number>, moreAt: ArrayLike<number>, now: number, refused?: ArrayLike<boolean>, retrySeconds = NO_REFUSAL): string {
   let value = ''
   for (let i = 0; i < starts.length; i++) {
-    value += `${i === 0 ? '' : ', '}${rateLimitHeader(remaining[i]!, quotas[i]!, resetAt[i]!, now, starts[i])}`
+    value += (i === 0 ? '' : LIST_SEPARATOR) + rateLimitHeader(remaining[i]!, quotas[i]!, moreAt[i]!, now, starts[i], refused?.[i] === true ? retrySeconds : NO_REFUSAL)
   }
   return value
 }
@@ -50,11 +68,34 @@ function secondsUntil (at: number, now: number): number {
 
 /** The start of `RateLimit`'s value for a policy named `name`, made once per route: `"<name>";r=`. */
 export function rateLimitStart (name: string): string {
-  return `"${name}";r=`
+  return serializeItemStarts(name, [], ['r'])[0]!
 }
 const DEFAULT_START = rateLimitStart('default')
+const T = serializeItemStarts('default', [], ['r', 't'])[1]!
+
+/** The name of the in-flight limit's policy: the registration's (`in-flight`) or the route's own (`route-in-flight`). */
+export type InFlightPolicyName = 'in-flight' | 'route-in-flight'
+
+/**
+ * The in-flight limit as a quota policy, on the 503 of a full gate: `q` requests at once, in the
+ * draft's `concurrent-requests` unit (no window: a slot comes back when a request ends), and
+ * `RateLimit` with none left. `t` is left out: when a slot frees is not known; `Retry-After` says
+ * when to try again.
+ */
+export function inFlightFields (name: InFlightPolicyName, limit: number): { policy: string, rateLimit: string } {
+  return {
+    policy: serializeList([[name, [['q', limit], ['qu', 'concurrent-requests']]]]),
+    rateLimit: serializeItem(name, [['r', 0]])
+  }
+}
 
 /** `r`: the units left, within 0..quota whatever a custom backend reports. */
 export function clampRemaining (remaining: number, quota: number): number {
   return remaining > quota ? quota : remaining > 0 ? remaining : 0
+}
+
+/** When more quota comes: the decision's `moreAt`, or its `resetAt` (later, never early) from a custom backend that does not say. */
+export function moreAtOf (decision: RateDecision | PolicyOutcome): number {
+  const moreAt = decision.moreAt
+  return Number.isSafeInteger(moreAt) ? moreAt! : decision.resetAt
 }

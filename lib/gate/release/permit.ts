@@ -32,7 +32,7 @@ export interface PermitRoute {
   /** The rate check, when it runs in `preHandler` (after authentication). */
   readonly preHandler: Step | undefined
   /** Login throttling: a failed response takes from the quota when it is sent. */
-  readonly failures: { sending (permit: Permit): void } | undefined
+  readonly failures: { sending (permit: Permit): Promise<void> | undefined } | undefined
 }
 
 // The response side: still open, written, gone with its connection, answered by the handler timeout.

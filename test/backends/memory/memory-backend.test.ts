@@ -168,7 +168,7 @@ t.test('the bound: the (N+1)th live identity waits until the earliest state reco
   t.match((refused as Error).message, 'The rates backend cannot decide: the memory backend tracks 3 identities for this limiter, all with live state (retry after 60 ms)')
   t.type(await settle(l, 'E', 10), RatesUnavailableError, 'whatever the cost')
   // Known identities still get decisions, allow or deny.
-  t.strictSame(await l.consume('A', { cost: 5 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000 })
+  t.strictSame(await l.consume('A', { cost: 5 }), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000, moreAt: T0 + 100 }, '0.5 tokens left: the next whole one in 50 ms')
   t.match(await l.consume('A'), { denied: true, retryAfterMs: 50 }, 'A is denied, a decision')
   t.equal((await other.consume('D')).allowed, true, 'the bound is per limiter')
   t.equal(app.admission.stats().identities, 4, 'identities are counted over all limiters')
@@ -176,12 +176,12 @@ t.test('the bound: the (N+1)th live identity waits until the earliest state reco
   clock.now = T0 + 109
   t.match(await settle(l, 'D'), { code: 'RATES_UNAVAILABLE', retryAfterMs: 1 }, 'one millisecond early')
   clock.now = T0 + 110
-  t.strictSame(await l.consume('D'), { allowed: true, denied: false, remaining: 9, resetAt: T0 + 210 }, 'B recovered: D is admitted')
+  t.strictSame(await l.consume('D'), { allowed: true, denied: false, remaining: 9, resetAt: T0 + 210, moreAt: T0 + 210 }, 'B recovered: D is admitted')
   t.equal(app.admission.stats().identities, 4, 'B was dropped, D took its place')
 
   // Live state was never reset: A and C go on from where they were.
-  t.strictSame(await l.consume('A'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1100 }, 'A refilled 1.1 units since T0 + 50')
-  t.strictSame(await l.consume('C'), { allowed: true, denied: false, remaining: 6, resetAt: T0 + 420 }, 'C: 10 - 3 + 0.9 refilled - 1 = 6.9 (a reset would leave 9)')
+  t.strictSame(await l.consume('A'), { allowed: true, denied: false, remaining: 0, resetAt: T0 + 1100, moreAt: T0 + 200 }, 'A refilled 1.1 units since T0 + 50 (0.1 left: the next whole one in 90 ms)')
+  t.strictSame(await l.consume('C'), { allowed: true, denied: false, remaining: 6, resetAt: T0 + 420, moreAt: T0 + 120 }, 'C: 10 - 3 + 0.9 refilled - 1 = 6.9 (a reset would leave 9); the 7th whole one in 10 ms')
   // B comes back as new; the table is full again (A, C, D live).
   t.type(await settle(l, 'B'), RatesUnavailableError)
 })
@@ -194,7 +194,7 @@ t.test('state is dropped only once recovered, and only to make room', async (t) 
   t.equal(app.admission.stats().identities, 3)
   clock.now = T0 + 10 * 1000
   t.equal(app.admission.stats().identities, 3, 'recovered states are not dropped by time alone')
-  t.strictSame(await l.consume('A'), { allowed: true, denied: false, remaining: 1, resetAt: T0 + 11_000 }, 'a recovered state decides like a new one')
+  t.strictSame(await l.consume('A'), { allowed: true, denied: false, remaining: 1, resetAt: T0 + 11_000, moreAt: T0 + 11_000 }, 'a recovered state decides like a new one')
   t.equal(app.admission.stats().identities, 3, 'a known identity takes no room')
   t.equal((await l.consume('D')).allowed, true, 'a new identity at the bound: the recovered ones make room')
   t.equal(app.admission.stats().identities, 2, 'B and C were dropped (recovered); A (live) and D remain')

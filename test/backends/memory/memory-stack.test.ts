@@ -27,8 +27,8 @@ function backendAt (clock: Clock, maxIdentities = 1000): MemoryBackend {
 const policy = (algorithm: Algorithm, limit: number, windowMs: number, burst?: number): Policy =>
   normalizePolicy(burst === undefined ? { algorithm, limit, windowMs } : { algorithm, limit, windowMs, burst })
 
-const outcome = (allowed: boolean, remaining: number, retryAfterMs: number, resetAt: number): PolicyOutcome =>
-  ({ allowed, remaining, retryAfterMs, resetAt })
+const outcome = (allowed: boolean, remaining: number, retryAfterMs: number, resetAt: number, moreAt: number): PolicyOutcome =>
+  ({ allowed, remaining, retryAfterMs, resetAt, moreAt })
 
 /** What a promise settles with: the decision, or the error it rejects with. */
 async function settle (promise: Promise<StackDecision>): Promise<StackDecision | Error> {
@@ -61,8 +61,10 @@ t.test('all or nothing, for every algorithm: a refusal leaves every policy\'s st
         t.strictSame(await stack.state('u'), before, `${at}: no policy's state changed`)
         t.equal(backend.identities, identities)
         t.match(denied, { allowed: false, denied: true, remaining: 0, retryAfterMs: waits[refusing] }, at)
-        t.strictSame(denied.policies[ti], outcome(false, 0, waits[refusing], denied.policies[ti]!.resetAt), `${at}: the refusing policy`)
-        t.strictSame(denied.policies[ri], outcome(true, 48, 0, second.policies[ri]!.resetAt), `${at}: the other, as it stands — 2 of 50 taken, not 3`)
+        // A refused cost of 1 with nothing left: the first unit beyond none comes with the wait.
+        t.strictSame(denied.policies[ti], outcome(false, 0, waits[refusing], denied.policies[ti]!.resetAt, T0 + waits[refusing]), `${at}: the refusing policy, its next unit when the wait ends`)
+        // Nothing stored: its next unit is not known from the trial, its full capacity stands for it.
+        t.strictSame(denied.policies[ri], outcome(true, 48, 0, second.policies[ri]!.resetAt, second.policies[ri]!.resetAt), `${at}: the other, as it stands — 2 of 50 taken, not 3; more by its full capacity`)
         // The wait is exact: nothing was taken meanwhile, by the refusal either.
         clock.now = T0 + waits[refusing] - 1
         t.equal((await stack.consume('u', 1)).allowed, false, `${at}: one millisecond early`)
@@ -77,6 +79,7 @@ t.test('all or nothing, for every algorithm: a refusal leaves every policy\'s st
         }
         t.equal(after.policies[ri]!.remaining, alone.synchronous!.remaining, `${at}: the other policy paid for 3 admissions, no more`)
         t.equal(after.policies[ri]!.resetAt, alone.synchronous!.resetAt)
+        t.equal(after.policies[ri]!.moreAt, alone.synchronous!.moreAt, `${at}: an admission's next unit, exact`)
       }
     }
   }
@@ -93,13 +96,13 @@ t.test('the wait is the largest among the policies that refused; after it every 
     remaining: 0,
     retryAfterMs: 3000,
     resetAt: T0 + 3000,
-    policies: [outcome(false, 0, 1000, T0 + 1000), outcome(false, 0, 3000, T0 + 3000), outcome(true, 99, 0, T0 + 10)]
+    policies: [outcome(false, 0, 1000, T0 + 1000, T0 + 1000), outcome(false, 0, 3000, T0 + 3000, T0 + 3000), outcome(true, 99, 0, T0 + 10, T0 + 10)]
   })
   clock.now = T0 + 1000
   const one = await stack.consume('u', 1)
   t.match(one, { denied: true, retryAfterMs: 2000 }, 'the fixed window has room again, gcra does not')
   t.strictSame(one.policies.map((p) => p.allowed), [true, false, true])
-  t.strictSame(one.policies[0], outcome(true, 1, 0, T0 + 1000), 'its room untouched by the refusal')
+  t.strictSame(one.policies[0], outcome(true, 1, 0, T0 + 1000, T0 + 1000), 'its room untouched by the refusal')
   clock.now = T0 + 2999
   t.match(await stack.consume('u', 1), { denied: true, retryAfterMs: 1 })
   clock.now = T0 + 3000
@@ -115,34 +118,34 @@ t.test('per policy: after an admission the numbers after it; after a refusal or 
   const admitted = await stack.consume('u', 2)
   t.strictSame(admitted, {
     allowed: true, denied: false, remaining: 3, resetAt: T0 + 1000,
-    policies: [outcome(true, 8, 0, T0 + 450), outcome(true, 3, 0, T0 + 1000)]
-  }, 'remaining is the least, resetAt the latest')
+    policies: [outcome(true, 8, 0, T0 + 450, T0 + 350), outcome(true, 3, 0, T0 + 1000, T0 + 1000)]
+  }, 'remaining is the least, resetAt the latest; the bucket\'s next token in 100 ms, the window\'s at its end')
   t.strictSame(Object.keys(admitted), ['allowed', 'denied', 'remaining', 'resetAt', 'policies'])
 
   // The same numbers as each policy's own limiter gives after the same consume.
   const singles = [backend.limiter('single-bucket', bucket), backend.limiter('single-window', window)]
   for (const [i, single] of singles.entries()) {
     const d = await single.consume('u', 2)
-    t.strictSame([d.remaining, d.resetAt], [admitted.policies[i]!.remaining, admitted.policies[i]!.resetAt], `policy ${i}: as its single limiter`)
+    t.strictSame([d.remaining, d.resetAt, d.moreAt], [admitted.policies[i]!.remaining, admitted.policies[i]!.resetAt, admitted.policies[i]!.moreAt], `policy ${i}: as its single limiter`)
   }
 
   const refused = await stack.consume('u', 4)
   t.strictSame(refused, {
     allowed: false, denied: true, remaining: 3, retryAfterMs: 750, resetAt: T0 + 1000,
-    policies: [outcome(true, 8, 0, T0 + 450), outcome(false, 3, 750, T0 + 1000)]
-  }, 'the bucket had room for 4 (4 would have remained): as it stands, 4 + 4')
+    policies: [outcome(true, 8, 0, T0 + 450, T0 + 450), outcome(false, 3, 750, T0 + 1000, T0 + 1000)]
+  }, 'the bucket had room for 4 (4 would have remained): as it stands, 4 + 4, more by its full capacity; the window refused: more at its end')
   t.strictSame(Object.keys(refused), ['allowed', 'denied', 'remaining', 'retryAfterMs', 'resetAt', 'policies'])
 
   const before = await stack.state('u')
   t.strictSame(await stack.check('u', 2), {
     allowed: true, denied: false, remaining: 3, resetAt: T0 + 1000,
-    policies: [outcome(true, 8, 0, T0 + 450), outcome(true, 3, 0, T0 + 1000)]
-  }, 'a check that would pass: nothing consumed, so nothing subtracted')
+    policies: [outcome(true, 8, 0, T0 + 450, T0 + 450), outcome(true, 3, 0, T0 + 1000, T0 + 1000)]
+  }, 'a check that would pass: nothing consumed, so nothing subtracted; more by full capacity')
   t.strictSame(await stack.check('u', 4), refused, 'a check that would not: what the refusal said')
   t.strictSame(await stack.state('u'), before, 'checks store nothing')
   t.strictSame(await stack.consume('u', 3), {
     allowed: true, denied: false, remaining: 0, resetAt: T0 + 1000,
-    policies: [outcome(true, 5, 0, T0 + 750), outcome(true, 0, 0, T0 + 1000)]
+    policies: [outcome(true, 5, 0, T0 + 750, T0 + 350), outcome(true, 0, 0, T0 + 1000, T0 + 1000)]
   }, 'the check was right, and took nothing')
 
   // Decision objects are plain and distinct.
@@ -159,7 +162,7 @@ t.test('check and checkNow store nothing: no state changes, no slot kept for a n
   const stack = backend.stack('s', [policy('sliding-window-counter', 5, 1000), policy('gcra', 5, 1000)])
   t.strictSame(await stack.check('new', 2), {
     allowed: true, denied: false, remaining: 5, resetAt: T0 + 250,
-    policies: [outcome(true, 5, 0, T0 + 250), outcome(true, 5, 0, T0 + 250)]
+    policies: [outcome(true, 5, 0, T0 + 250, T0 + 250), outcome(true, 5, 0, T0 + 250, T0 + 250)]
   }, 'a new identity stands at full capacity, full now (not at its window\'s start)')
   t.equal(backend.identities, 0, 'no slot kept')
   t.strictSame(stack.stores.map((s) => s.table.size), [0, 0])
@@ -169,6 +172,7 @@ t.test('check and checkNow store nothing: no state changes, no slot kept for a n
   t.equal(stack.decidedAt, T0 + 250)
   t.strictSame([...stack.remaining], [5, 5])
   t.strictSame([...stack.resetAt], [T0 + 250, T0 + 250])
+  t.strictSame([...stack.moreAt], [T0 + 250, T0 + 250])
   t.equal(stack.retryAfterMs, 0)
   t.equal(stack.checkNow('new', 6), LIMITED, 'a cost above the capacity')
   t.equal(backend.identities, 0, 'still no slot, refused or not')
@@ -239,14 +243,15 @@ t.test('saturation: a refusal by another policy outranks it, and the full policy
     const identities = backend.identities
     const denied = await stack.consume('a', 2)
     const policies: PolicyOutcome[] = []
-    policies[bi] = outcome(false, 1, 999, T0 + 1999)
-    policies[wi] = outcome(true, 2, 0, T0 + 1000)
+    policies[bi] = outcome(false, 1, 999, T0 + 1999, T0 + 1999) // 1.001 tokens: the second whole one in 999 ms
+    policies[wi] = outcome(true, 2, 0, T0 + 1000, T0 + 1000)
     t.strictSame(denied, { allowed: false, denied: true, remaining: 1, retryAfterMs: 999, resetAt: T0 + 1999, policies },
       'the bucket\'s refusal; the window, with no state for a, at full capacity — not the full table\'s wait')
     t.equal(stack.decide('a', 2), LIMITED, 'the synchronous decision')
     t.equal(stack.retryAfterMs, 999)
     t.strictSame([...stack.remaining], policies.map((p) => p.remaining))
     t.strictSame([...stack.resetAt], policies.map((p) => p.resetAt))
+    t.strictSame([...stack.moreAt], policies.map((p) => p.moreAt))
     t.equal(backend.identities, identities, 'nothing stored')
     t.equal(stack.stores[wi]!.table.find('a'), -1)
   }
@@ -365,14 +370,14 @@ const opArb: fc.Arbitrary<Op> = fc.record({
 const KEYS = ['a', '10.0.0.1', 'b']
 
 /** A policy's single limiter after `history`, then deciding (key, now, cost): its fields. */
-function single (p: Policy, history: ReadonlyArray<readonly [number, number]>, key: string, now: number, cost: number): { verdict: number, remaining: number, retryAfterMs: number, resetAt: number, state: unknown } {
+function single (p: Policy, history: ReadonlyArray<readonly [number, number]>, key: string, now: number, cost: number): { verdict: number, remaining: number, retryAfterMs: number, resetAt: number, moreAt: number, state: unknown } {
   const limiter = new MemoryLimiter(kernelOf(p.algorithm), p, 1)
   for (const [at, c] of history) {
     if (limiter.consume(key, at, c) !== ADMITTED) throw new Error('a committed consume was refused on replay')
   }
   const state = limiter.peek(key)
   const verdict = limiter.consume(key, now, cost)
-  return { verdict, remaining: limiter.remaining, retryAfterMs: limiter.retryAfterMs, resetAt: limiter.resetAt, state }
+  return { verdict, remaining: limiter.remaining, retryAfterMs: limiter.retryAfterMs, resetAt: limiter.resetAt, moreAt: limiter.moreAt, state }
 }
 
 t.test('property: a stack decides as its policies\' single limiters, committing only when all allow', async (t) => {
@@ -415,11 +420,14 @@ t.test('property: a stack decides as its policies\' single limiters, committing 
         } else {
           const outcomes = each.map(({ decided, standing }): PolicyOutcome => {
             const allowed = decided.verdict === ADMITTED
-            if (stores) return outcome(true, decided.remaining, 0, decided.resetAt)
+            if (stores) return outcome(true, decided.remaining, 0, decided.resetAt, decided.moreAt)
             // Nothing stored: the state as it stands; with room, remaining is the trial's plus the cost.
             if (allowed && standing.remaining !== decided.remaining + cost) throw new Error(`${at}: standing ${standing.remaining}, trial ${decided.remaining} + ${cost}`)
-            if (!allowed && (standing.remaining !== decided.remaining || standing.resetAt !== decided.resetAt)) throw new Error(`${at}: a refusal's numbers are not the standing ones`)
-            return outcome(allowed, standing.remaining, allowed ? 0 : decided.retryAfterMs, standing.resetAt)
+            if (!allowed && (standing.remaining !== decided.remaining || standing.resetAt !== decided.resetAt || standing.moreAt !== decided.moreAt)) throw new Error(`${at}: a refusal's numbers are not the standing ones`)
+            // A policy with room reports its standing full capacity as its next unit (the trial does
+            // not tell the standing state's: later, never early); one that refused, its own exact one.
+            if (allowed && standing.resetAt < standing.moreAt) throw new Error(`${at}: full capacity at ${standing.resetAt}, before the next unit at ${standing.moreAt}`)
+            return outcome(allowed, standing.remaining, allowed ? 0 : decided.retryAfterMs, standing.resetAt, allowed ? standing.resetAt : decided.moreAt)
           })
           const remaining = Math.min(...outcomes.map((o) => o.remaining))
           const resetAt = Math.max(...outcomes.map((o) => o.resetAt))

@@ -141,14 +141,14 @@ t.test('stop: limiter() throws, consume() rejects with RATES_STOPPED; a call in 
   const stopped = await rejection(limiter.consume('sx', 1))
   t.ok(stopped instanceof RatesStoppedError)
   t.match(stopped, { code: 'RATES_STOPPED', limiterName: 'app#a' })
-  reply.resolve([0, 1, 2, 0, 5000, 4000])
-  t.same(await inFlight, { allowed: true, denied: false, remaining: 2, resetAt: 5000 })
+  reply.resolve([0, 1, 2, 0, 5000, 4000, 5000])
+  t.same(await inFlight, { allowed: true, denied: false, remaining: 2, resetAt: 5000, moreAt: 5000 })
   t.equal(client.calls.length, 1, 'no call after stop')
   await backend.stop()
 })
 
 t.test('one EVALSHA per decision: the script SHA, one key, the fingerprint and the cost', async (t) => {
-  const client = fake(async () => [0, 1, 2, 0, 5000, 4000])
+  const client = fake(async () => [0, 1, 2, 0, 5000, 4000, 4100])
   const backend = redisBackend({ client, prefix: 'p:' })
   await backend.limiter('app#a', bucket).consume('T2:sa2:n1', 3)
   t.same(client.calls, [['evalsha', [DECIDE_SHA, '1', 'p:{app#a:T2:sa2:n1}', 'token-bucket:10:1000:10', '3']]])
@@ -158,7 +158,7 @@ t.test('NOSCRIPT, and only NOSCRIPT, falls back to EVAL once', async (t) => {
   const noscript = new Error('NOSCRIPT No matching script. Please use EVAL.')
   const client = fake(async (method) => {
     if (method === 'evalsha') throw noscript
-    return [0, 1, 2, 0, 5000, 4000]
+    return [0, 1, 2, 0, 5000, 4000, 5000]
   })
   const limiter = redisBackend({ client }).limiter('app#a', fixed)
   t.match(await limiter.consume('sx', 1), { allowed: true, remaining: 2 })
@@ -237,7 +237,7 @@ t.test('timeout: no answer within timeoutMs rejects with RATES_UNAVAILABLE; a la
   // sent for a decision that already failed). "After": the test settles them once the decision
   // has rejected.
   const outcomes: Array<[string, (d: ReturnType<typeof deferred>) => void]> = [
-    ['a late answer', (d) => { d.resolve([0, 1, 2, 0, 5000, 4000]) }],
+    ['a late answer', (d) => { d.resolve([0, 1, 2, 0, 5000, 4000, 5000]) }],
     ['a late failure', (d) => { d.reject(new Error('ERR late')) }],
     ['a late NOSCRIPT', (d) => { d.reject(new Error('NOSCRIPT late')) }]
   ]
@@ -256,7 +256,7 @@ t.test('timeout: no answer within timeoutMs rejects with RATES_UNAVAILABLE; a la
   }
 
   // An answer in time clears the timer: nothing fires later, and the process is not held up.
-  const { result: quick, delays: quickDelays } = armedBy(() => redisBackend({ client: fake(async () => [0, 1, 2, 0, 5000, 4000]), timeoutMs: 30 }).limiter('app#a', fixed).consume('sx', 1))
+  const { result: quick, delays: quickDelays } = armedBy(() => redisBackend({ client: fake(async () => [0, 1, 2, 0, 5000, 4000, 5000]), timeoutMs: 30 }).limiter('app#a', fixed).consume('sx', 1))
   t.same(quickDelays, [30])
   t.match(await quick, { allowed: true })
 })
@@ -266,12 +266,16 @@ t.test('replies the backend does not understand are RATES_UNAVAILABLE; a stored 
     ['OK', /unexpected reply from the script for "admission:\{app#a:sx\}": "OK"/],
     [null, /unexpected reply.*: null/],
     [[], /unexpected reply/],
-    [[0, 5, 1, 0, 1, 1], /unexpected reply.*\[0,5,1,0,1,1\]/],
+    [[0, 5, 1, 0, 1, 1, 1], /unexpected reply.*\[0,5,1,0,1,1,1\]/],
+    [[0, 1, 1, 0, 1, 1], /unexpected reply.*\[0,1,1,0,1,1\]/], // an admission without moreAt (the shape before it)
     [[0, 1, 1, 0, 1], /unexpected reply/],
-    [[0, 1, 1.5, 0, 1, 1], /unexpected reply/],
-    [[0, 1, '1', 0, 1, 1], /unexpected reply/],
-    [[0, 0, 0, 1, 1, 1], /unexpected reply/],
-    [[0, 0, 0, 1, 1, 1, 5, 6, 7], /unexpected reply/],
+    [[0, 1, 1, 0, 1, 1, 1, 1], /unexpected reply/],
+    [[0, 1, 1.5, 0, 1, 1, 1], /unexpected reply/],
+    [[0, 1, '1', 0, 1, 1, 1], /unexpected reply/],
+    [[0, 1, 1, 0, 1, 1, 1.5], /unexpected reply/],
+    [[0, 0, 0, 1, 1, 1, 1], /unexpected reply/],
+    [[0, 0, 0, 1, 1, 1, 5, 6], /unexpected reply.*\[0,0,0,1,1,1,5,6\]/], // a denial without moreAt (the shape before it)
+    [[0, 0, 0, 1, 1, 1, 1, 5, 6, 7], /unexpected reply/],
     [[2], /unexpected reply.*\[2\]/],
     [[1], /unexpected reply/],
     [[1, 5], /unexpected reply/],
@@ -319,9 +323,10 @@ function scriptedFixed (clock: { now: number }, serverSkew = 0): RedisScriptClie
       if (current > start) { start = current; count = 0 }
       if (count + cost <= 3) {
         count += cost
-        return [0, 1, 3 - count, 0, start + 1000, now]
+        return [0, 1, 3 - count, 0, start + 1000, now, count === 0 ? now : start + 1000]
       }
-      return [0, 0, 3 - count, start + 1000 - now, start + 1000, now, start, count]
+      // moreAt: nothing comes back before the window ends, then all of it.
+      return [0, 0, 3 - count, start + 1000 - now, start + 1000, now, count === 0 ? now : start + 1000, start, count]
     },
     async eval () { throw new Error('unused') }
   }
@@ -337,16 +342,16 @@ t.test('deny cache: a denied identity is denied locally while certain; smaller c
   const limiter = backend.limiter('app#a', fixed)
   const cache = limiter.cache
   t.ok(cache)
-  t.same(fields(await limiter.consume('sx', 2)), { allowed: true, denied: false, remaining: 1, resetAt: 11_000 })
-  t.same(fields(await limiter.consume('sx', 2)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 1000, resetAt: 11_000 })
+  t.same(fields(await limiter.consume('sx', 2)), { allowed: true, denied: false, remaining: 1, resetAt: 11_000, moreAt: 11_000 })
+  t.same(fields(await limiter.consume('sx', 2)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 1000, resetAt: 11_000, moreAt: 11_000 })
   t.equal(client.calls, 2)
   t.equal(cache?.size, 1)
 
   clock.now = 10_400
-  t.same(fields(await limiter.consume('sx', 2)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 600, resetAt: 11_000 }, 'same cost: local')
-  t.same(fields(await limiter.consume('sx', 3)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 600, resetAt: 11_000 }, 'larger cost: local')
+  t.same(fields(await limiter.consume('sx', 2)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 600, resetAt: 11_000, moreAt: 11_000 }, 'same cost: local')
+  t.same(fields(await limiter.consume('sx', 3)), { allowed: false, denied: true, remaining: 1, retryAfterMs: 600, resetAt: 11_000, moreAt: 11_000 }, 'larger cost: local')
   t.equal(client.calls, 2, 'no round trip')
-  t.same(fields(await limiter.consume('sx', 1)), { allowed: true, denied: false, remaining: 0, resetAt: 11_000 }, 'a smaller cost that may pass: Redis')
+  t.same(fields(await limiter.consume('sx', 1)), { allowed: true, denied: false, remaining: 0, resetAt: 11_000, moreAt: 11_000 }, 'a smaller cost that may pass: Redis')
   t.equal(client.calls, 3)
   t.equal(cache?.size, 0, 'an admit forgets the identity')
   t.match(await limiter.consume('sx', 1), { allowed: false, retryAfterMs: 600 })
@@ -390,8 +395,8 @@ t.test('deny cache: with a round trip of uncertainty, it denies only when certai
   })
   const limiter = testingRedisBackend({ client }, { now: () => clock.now }).limiter('app#a', policy)
   // Denied at server time 5010 (sent at local 0, received at 30): 10 units of 1/1000 token left,
-  // cost 5 needs 4990 more: 499 ms.
-  replies = [[0, 0, 0, 499, 5010 + 999, 5010, 10, 5010]]
+  // cost 5 needs 4990 more: 499 ms; one whole token needs 990 more: at 5010 + 99.
+  replies = [[0, 0, 0, 499, 5010 + 999, 5010, 5010 + 99, 10, 5010]]
   t.match(await limiter.consume('sx', 5), { allowed: false, remaining: 0, retryAfterMs: 499 })
   t.equal(client.calls.length, 1)
 
@@ -401,24 +406,25 @@ t.test('deny cache: with a round trip of uncertainty, it denies only when certai
   t.equal(client.calls.length, 1, 'denied locally')
   // Passes at server 5509. Latest server time now 5140 (the kernel's retry 369); earliest 5110,
   // so waiting 399 local ms surely reaches 5509 on the server.
-  t.same(fields(d), { allowed: false, denied: true, remaining: 1, retryAfterMs: 399, resetAt: 6009 })
+  // The next unit, from the latest time: 1.31 tokens, the second whole one at 5140 + 69.
+  t.same(fields(d), { allowed: false, denied: true, remaining: 1, retryAfterMs: 399, resetAt: 6009, moreAt: 5209 })
   // Cost 2: 1.31 tokens even at the latest server time → denied locally too.
   t.match(await limiter.consume('sx', 2), { allowed: false })
   t.equal(client.calls.length, 1)
   // Cost 1: 1.4 tokens at the latest time, it may pass: ask Redis.
-  replies = [[0, 1, 0, 0, 6009, 5170]]
+  replies = [[0, 1, 0, 0, 6009, 5170, 5209]]
   t.match(await limiter.consume('sx', 1), { allowed: true })
   t.equal(client.calls.length, 2)
 
   // Within 499 - 1 of sending, a cost-5 request is certain to be denied; from sent + 499 it may pass.
-  replies = [[0, 0, 0, 499, 5010 + 999, 5010, 10, 5010]]
+  replies = [[0, 0, 0, 499, 5010 + 999, 5010, 5010 + 99, 10, 5010]]
   clock.now = 1000
   await limiter.consume('sx', 5) // sent at 1000, received at 1030, state as at server 5010
   clock.now = 1000 + 498
   t.match(await limiter.consume('sx', 5), { allowed: false, retryAfterMs: 1 + 30 })
   t.equal(client.calls.length, 3, 'still certain: local')
   clock.now = 1000 + 499
-  replies = [[0, 1, 0, 0, 6009, 5510]]
+  replies = [[0, 1, 0, 0, 6009, 5510, 5609]]
   t.match(await limiter.consume('sx', 5), { allowed: true })
   t.equal(client.calls.length, 4, 'no longer certain: Redis')
 })

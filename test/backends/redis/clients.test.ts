@@ -163,19 +163,19 @@ t.test('bad clients are refused at construction with RatesInvalidArgumentError s
 
 t.test('node-redis shape (a fake): evalSha(sha, { keys, arguments }), EVAL once on NOSCRIPT, eval for the registry', async (t) => {
   const calls: Array<[string, string, NodeRedisScriptOptions]> = []
-  let answer: (method: string) => Promise<unknown> = async () => [0, 1, 2, 0, 5000, 4000]
+  let answer: (method: string) => Promise<unknown> = async () => [0, 1, 2, 0, 5000, 4000, 4500]
   const fake: NodeRedisScriptClient = {
     evalSha (sha, options) { calls.push(['evalSha', sha, options]); return answer('evalSha') },
     eval (script, options) { calls.push(['eval', script, options]); return answer('eval') }
   }
   const limiter = redisBackend({ client: fake, prefix: 'p:', denyCache: false }).limiter('app#a', policy)
-  t.same(await limiter.consume('sa', 1), { allowed: true, denied: false, remaining: 2, resetAt: 5000 })
+  t.same(await limiter.consume('sa', 1), { allowed: true, denied: false, remaining: 2, resetAt: 5000, moreAt: 4500 })
   t.same(calls, [['evalSha', DECIDE_SHA, { keys: ['p:{app#a:sa}'], arguments: ['token-bucket:3:3600000:3', '1'] }]])
 
   calls.length = 0
   answer = async (method) => {
     if (method === 'evalSha') throw new Error('NOSCRIPT No matching script. Please use EVAL.')
-    return [0, 1, 1, 0, 5000, 4000]
+    return [0, 1, 1, 0, 5000, 4000, 4500]
   }
   t.match(await limiter.consume('sa', 2), { allowed: true, remaining: 1 })
   t.same(calls.map(([method, script]) => [method, script === DECIDE_LUA ? 'DECIDE_LUA' : script]), [['evalSha', DECIDE_SHA], ['eval', 'DECIDE_LUA']], 'NOSCRIPT → one EVAL of the source')

@@ -163,8 +163,8 @@ function model ({ policy, now, cost, stored }: Case): { reply: unknown[], after:
   const row = new Float64Array(kernel.fields)
   kernel.write(out.state, row, 0)
   const reply = out.allowed
-    ? [0, 1, out.remaining, 0, out.resetAt, now]
-    : [0, 0, out.remaining, out.retryAfterMs, out.resetAt, now, ...row]
+    ? [0, 1, out.remaining, 0, out.resetAt, now, out.moreAt]
+    : [0, 0, out.remaining, out.retryAfterMs, out.resetAt, now, out.moreAt, ...row]
   return { reply: reply.map((n) => n + 0), after: [fingerprint, ...row].join(' '), valid: read.valid }
 }
 
@@ -299,7 +299,7 @@ t.test('a key of the wrong type is corrupt state: decided as the worst legitimat
   // With the test time argument: rewritten, without a TTL (test times do not follow the server's).
   const key = limiter.keyOf('stest')
   await redis.hset(key, 'p', fp)
-  t.same(await redis.evalsha(DECIDE_SHA, 1, key, fp, '1', '1800000000500'), [0, 0, 0, 59_500, 1_800_000_060_000, 1_800_000_000_500, 1_800_000_000_000, 2])
+  t.same(await redis.evalsha(DECIDE_SHA, 1, key, fp, '1', '1800000000500'), [0, 0, 0, 59_500, 1_800_000_060_000, 1_800_000_000_500, 1_800_000_060_000, 1_800_000_000_000, 2])
   t.equal(await redis.get(key), `${fp} 1800000000000 2`)
   t.equal(await redis.pttl(key), -1)
 })

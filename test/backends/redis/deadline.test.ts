@@ -47,12 +47,12 @@ t.test('the backend: no deadline before a server time is observed; then the serv
     return replies.shift()
   })
   const limiter = testingRedisBackend({ client, timeoutMs: 50, denyCache: false }, { now: () => clock.now }).limiter('app#d', fixed)
-  replies = [[0, 1, 2, 0, 6000, 5010]]
+  replies = [[0, 1, 2, 0, 6000, 5010, 6000]]
   await limiter.consume('sx', 1)
   t.same(client.args[0], [FP, '1', '1000'], 'first call: the test time, no deadline')
   // Observed 5010 at local 1030. Sent at 1100: the server reads at least 5010 + 70; + 50.
   clock.now = 1100
-  replies = [[0, 0, 0, 900, 6000, 5090, 5000, 3]]
+  replies = [[0, 0, 0, 900, 6000, 5090, 6000, 5000, 3]]
   await limiter.consume('sx', 1)
   t.same(client.args[1], [FP, '1', '1100', String(5010 + 70 + 50)])
   // A denial carries the server's now too: observed 5090 at 1130.
@@ -64,7 +64,7 @@ t.test('the backend: no deadline before a server time is observed; then the serv
   t.match(late, { code: 'RATES_UNAVAILABLE', message: /too late: Redis ran the decision for "admission:\{app#d:sx\}" after its deadline \(the 50 ms timeout\); it consumed nothing/ })
   // "Too late" refreshes the observation: 5300 at 1230.7.
   clock.now = 1300.7
-  replies = [[0, 1, 2, 0, 6000, 5400]]
+  replies = [[0, 1, 2, 0, 6000, 5400, 6000]]
   await limiter.consume('sx', 1)
   t.same(client.args[3], [FP, '1', '1300.7', String(5300 + 70 + 50)])
 
@@ -76,7 +76,7 @@ t.test('the backend: no deadline before a server time is observed; then the serv
 })
 
 t.test('the backend in production: the fingerprint and cost, then \'\' and the deadline', async (t) => {
-  const client = fake(async () => [0, 1, 2, 0, 6000, 5000])
+  const client = fake(async () => [0, 1, 2, 0, 6000, 5000, 6000])
   const limiter = redisBackend({ client, timeoutMs: 50, denyCache: false }).limiter('app#d', fixed)
   await limiter.consume('sx', 1)
   await limiter.consume('sx', 2)
@@ -95,7 +95,7 @@ t.test('the script: at or past the deadline it reads and writes nothing and answ
   const key = `${prefix}{app#d:s}`
   t.same(await redis.evalsha(DECIDE_SHA, 1, key, FP, '1', '1500', '1500'), [3, 1500], 'at the deadline: too late')
   t.equal(await redis.exists(key), 0, 'nothing written')
-  t.same(await redis.evalsha(DECIDE_SHA, 1, key, FP, '1', '1500', '1501'), [0, 1, 2, 0, 2000, 1500], 'before it: decided')
+  t.same(await redis.evalsha(DECIDE_SHA, 1, key, FP, '1', '1500', '1501'), [0, 1, 2, 0, 2000, 1500, 2000], 'before it: decided (more when the window ends)')
   t.same(await redis.evalsha(DECIDE_SHA, 1, key, FP, '3', '1600', '1200'), [3, 1600])
   t.equal(await redis.get(key), `${FP} 1000 1`, 'the state is as it was')
 

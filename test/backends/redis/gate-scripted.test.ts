@@ -73,7 +73,9 @@ t.test('admitted by Redis: one EVALSHA for the identity, headers from the reply,
   const client = scripted()
   const { app } = await gate(t, client)
   const resetAt = Date.now() + 42_000
-  client.replies.push(async () => [0, 1, 3, 0, resetAt, resetAt - 42_000])
+  // A fixed window: more comes when it ends (moreAt), which is also its full capacity.
+  const moreAt = resetAt
+  client.replies.push(async () => [0, 1, 3, 0, resetAt, resetAt - 42_000, moreAt])
   const before = Date.now()
   const res = await app.inject({ url: '/', headers: { 'x-id': 'alice' } })
   const after = Date.now()
@@ -83,8 +85,8 @@ t.test('admitted by Redis: one EVALSHA for the identity, headers from the reply,
   t.equal(res.headers['ratelimit-policy'], '"default";q=5;w=60')
   const header = rateLimitOf(res.headers.ratelimit)
   t.equal(header.r, 3, 'remaining as Redis said')
-  // Seconds until Redis's resetAt, on this process's clock when the header was written.
-  t.ok(header.t >= Math.ceil((resetAt - after) / 1000) && header.t <= Math.ceil((resetAt - before) / 1000), `t=${header.t} is resetAt - now`)
+  // Seconds until Redis's moreAt, on this process's clock when the header was written.
+  t.ok(header.t >= Math.ceil((moreAt - after) / 1000) && header.t <= Math.ceil((moreAt - before) / 1000), `t=${header.t} is moreAt - now`)
   const one = { admitted: 1, limited: 0, shed: 0, unavailable: 0, inFlight: 0 }
   t.same(counters(app.admission.stats()), { ...one, route: one }, 'counted as admitted; no slot left held')
 })
@@ -93,12 +95,13 @@ t.test('denied by Redis: 429 with Retry-After from its retryAfterMs, onLimit tol
   const client = scripted()
   const { app, limits } = await gate(t, client)
   const resetAt = Date.now() + 30_000
-  // A fixed-window denial: remaining 0, retry in 2001 ms; then the window's start and count.
-  client.replies.push(async () => [0, 0, 0, 2001, resetAt, resetAt - 60_000, resetAt - 60_000, 5])
+  // A fixed-window denial: remaining 0, retry in 2001 ms, more when the window ends; then the
+  // window's start and count.
+  client.replies.push(async () => [0, 0, 0, 2001, resetAt, resetAt - 60_000, resetAt, resetAt - 60_000, 5])
   const res = await app.inject({ url: '/', headers: { 'x-id': 'bob' } })
   t.equal(res.statusCode, 429)
   t.equal(res.headers['retry-after'], '3', 'ceil(2001 / 1000)')
-  t.equal(rateLimitOf(res.headers.ratelimit).r, 0)
+  t.same(rateLimitOf(res.headers.ratelimit), { r: 0, t: 3 }, 'r=0; t, 30 s away by moreAt, no later than Retry-After')
   t.match(JSON.parse(res.body), { statusCode: 429, message: 'Rate limit exceeded, retry in 3 seconds' })
   t.same(limits, [2001])
   const one = { admitted: 0, limited: 1, shed: 0, unavailable: 0, inFlight: 0 }

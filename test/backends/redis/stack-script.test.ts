@@ -428,7 +428,7 @@ t.test('the script: the deadline, the test time, bad arguments', { skip }, async
   t.same(await redis.evalsha(DECIDE_STACK_SHA, 2, ...k, '1', '0', ...fps, '1500', '1500'), [3, 1500], 'at the deadline: too late')
   t.equal(await redis.exists(...k), 0, 'nothing written')
   t.same(await redis.evalsha(DECIDE_STACK_SHA, 2, ...k, '1', '0', ...fps, '1800000000500', '1800000000501'),
-    [0, 1, 1800000000500, 1, 1, 0, 1800000060000, 1, 4, 0, 1800000006500], 'before it: decided, at the test time')
+    [0, 1, 1800000000500, 1, 1, 0, 1800000060000, 1800000060000, 1, 4, 0, 1800000006500, 1800000006500], 'before it: decided, at the test time')
   t.same(await redis.mget(...k), ['fixed-window:2:60000 1800000000000 1', 'token-bucket:10:60000:5 240000 1800000000500'])
   t.same(await redis.pttl(k[0]!), -1, 'with the test time, no TTL')
   // On the server's clock (other keys: the test time is far from it).

@@ -34,9 +34,10 @@ function fake (reply: (method: 'evalsha' | 'eval', rest: string[]) => unknown): 
 const never = (): Promise<unknown> => new Promise(() => { /* never settles */ })
 const rejection = (p: Promise<unknown>): Promise<unknown> => p.then(() => { throw new Error('expected a rejection') }, (e: unknown) => e)
 
-// A decision reply: [0, allowed, now, (allowed, remaining, retryAfterMs, resetAt) per policy].
-const ADMITTED = [0, 1, 5000, 1, 2, 0, 6000, 1, 4, 0, 17_000]
-const REFUSED = [0, 0, 5000, 0, 0, 700, 6000, 1, 5, 0, 5000]
+// A decision reply: [0, allowed, now, (allowed, remaining, retryAfterMs, resetAt, moreAt) per policy].
+const ADMITTED = [0, 1, 5000, 1, 2, 0, 6000, 6000, 1, 4, 0, 17_000, 11_000]
+// The bucket had room and nothing was stored: full capacity now, so more comes now too.
+const REFUSED = [0, 0, 5000, 0, 0, 700, 6000, 5700, 1, 5, 0, 5000, 5000]
 
 t.test('keys: one per policy, the suffix after the hash tag; one EVALSHA with every key and fingerprint', async (t) => {
   const client = fake(async () => ADMITTED)
@@ -66,7 +67,7 @@ t.test('the test clock: the time, then the deadline after an observed reply, as 
     return replies.shift()
   })
   const stack = testingRedisBackend({ client, timeoutMs: 50 }, { now: () => clock.now }).stack('app#d', [fixed])
-  replies = [[0, 1, 5010, 1, 2, 0, 6000]]
+  replies = [[0, 1, 5010, 1, 2, 0, 6000, 6000]]
   await stack.consume('sx', 1)
   t.same(client.calls[0]?.[3].slice(1), ['1', '0', FPS[0], '1000'])
   clock.now = 1100
@@ -77,7 +78,7 @@ t.test('the test clock: the time, then the deadline after an observed reply, as 
   t.match(late, { message: /too late: Redis ran the stack's decision for "admission:\{app#d:sx\}\/0" after its deadline \(the 50 ms timeout\); it consumed nothing/ })
   // "Too late" carries the server's now too: observed 5300 at 1130.
   clock.now = 1200
-  replies = [[0, 1, 5400, 1, 2, 0, 6000]]
+  replies = [[0, 1, 5400, 1, 2, 0, 6000, 6000]]
   await stack.consume('sx', 1)
   t.same(client.calls[2]?.[3].slice(1), ['1', '0', FPS[0], '1200', String(5300 + 70 + 50)])
 })
@@ -91,8 +92,8 @@ t.test('replies as decisions: all or nothing, the least remaining, the latest re
     remaining: 2,
     resetAt: 17_000,
     policies: [
-      { allowed: true, remaining: 2, retryAfterMs: 0, resetAt: 6000 },
-      { allowed: true, remaining: 4, retryAfterMs: 0, resetAt: 17_000 }
+      { allowed: true, remaining: 2, retryAfterMs: 0, resetAt: 6000, moreAt: 6000 },
+      { allowed: true, remaining: 4, retryAfterMs: 0, resetAt: 17_000, moreAt: 11_000 }
     ]
   })
   reply = REFUSED
@@ -103,14 +104,14 @@ t.test('replies as decisions: all or nothing, the least remaining, the latest re
     retryAfterMs: 700,
     resetAt: 6000,
     policies: [
-      { allowed: false, remaining: 0, retryAfterMs: 700, resetAt: 6000 },
-      { allowed: true, remaining: 5, retryAfterMs: 0, resetAt: 5000 }
+      { allowed: false, remaining: 0, retryAfterMs: 700, resetAt: 6000, moreAt: 5700 },
+      { allowed: true, remaining: 5, retryAfterMs: 0, resetAt: 5000, moreAt: 5000 }
     ]
   })
   // Both refuse: the larger wait (after it, both have room: neither consumed).
-  reply = [0, 0, 5000, 0, 0, 700, 6000, 0, 0, 12_000, 65_000]
-  t.match(await stack.check('sa', 3), { allowed: false, retryAfterMs: 12_000, remaining: 0, resetAt: 65_000 })
-  reply = [0, 0, 5000, 0, 0, 900, 6000, 0, 0, 100, 65_000]
+  reply = [0, 0, 5000, 0, 0, 700, 6000, 5700, 0, 0, 12_000, 65_000, 11_000]
+  t.match(await stack.check('sa', 3), { allowed: false, retryAfterMs: 12_000, remaining: 0, resetAt: 65_000, policies: [{ moreAt: 5700 }, { moreAt: 11_000 }] })
+  reply = [0, 0, 5000, 0, 0, 900, 6000, 5900, 0, 0, 100, 65_000, 5100]
   t.match(await stack.check('sa', 3), { allowed: false, retryAfterMs: 900 })
 })
 
@@ -130,15 +131,17 @@ t.test('a key of the stack holding another policy: RatesPolicyConflictError nami
 t.test('replies the stack does not understand are RATES_UNAVAILABLE', async (t) => {
   const cases: unknown[] = [
     'OK', null, [], 5,
-    [0, 1, 5000, 1, 2, 0, 6000], // one policy's worth for two
+    [0, 1, 5000, 1, 2, 0, 6000, 6000], // one policy's worth for two
     [...ADMITTED, 0],
-    [0, 2, 5000, 1, 2, 0, 6000, 1, 4, 0, 17_000],
-    [0, 1, 5000, 1, 2, 0, 6000, 0, 4, 9, 17_000], // allowed, yet a policy refused
-    [0, 0, 5000, 1, 2, 0, 6000, 1, 4, 0, 17_000], // refused, yet every policy had room
-    [0, 1, 5000, 1, 2, 0, 6000, 2, 4, 0, 17_000],
-    [0, 1, 5000, 1, 2.5, 0, 6000, 1, 4, 0, 17_000],
-    [0, 1, '5000', 1, 2, 0, 6000, 1, 4, 0, 17_000],
-    [1, 0, 5000, 1, 2, 0, 6000, 1, 4, 0, 17_000],
+    [0, 1, 5000, 1, 2, 0, 6000, 1, 4, 0, 17_000], // 4 numbers a policy: the shape before moreAt
+    [0, 2, 5000, 1, 2, 0, 6000, 6000, 1, 4, 0, 17_000, 11_000],
+    [0, 1, 5000, 1, 2, 0, 6000, 6000, 0, 4, 9, 17_000, 11_000], // allowed, yet a policy refused
+    [0, 0, 5000, 1, 2, 0, 6000, 6000, 1, 4, 0, 17_000, 11_000], // refused, yet every policy had room
+    [0, 1, 5000, 1, 2, 0, 6000, 6000, 2, 4, 0, 17_000, 11_000],
+    [0, 1, 5000, 1, 2.5, 0, 6000, 6000, 1, 4, 0, 17_000, 11_000],
+    [0, 1, '5000', 1, 2, 0, 6000, 6000, 1, 4, 0, 17_000, 11_000],
+    [0, 1, 5000, 1, 2, 0, 6000, 6000, 1, 4, 0, 17_000, 1.5],
+    [1, 0, 5000, 1, 2, 0, 6000, 6000, 1, 4, 0, 17_000, 11_000],
     [1, 'gcra:5:60000:2'], [1, 'gcra:5:60000:2', 0], [1, 'gcra:5:60000:2', 3], [1, 'gcra:5:60000:2', 1.5], [1, 5, 1], [1, 'gcra:5:60000:2', 1, 1],
     [3], [3, '5'], [3, 1.5], [3, 1, 2], [2, 1]
   ]
@@ -153,7 +156,7 @@ t.test('NOSCRIPT, and only NOSCRIPT, falls back to EVAL of the stack script once
   const noscript = new Error('NOSCRIPT No matching script. Please use EVAL.')
   const client = fake(async (method) => {
     if (method === 'evalsha') throw noscript
-    return [0, 1, 5000, 1, 2, 0, 6000]
+    return [0, 1, 5000, 1, 2, 0, 6000, 6000]
   })
   t.match(await redisBackend({ client }).stack('app#s', [fixed]).consume('sx', 1), { allowed: true, remaining: 2 })
   t.same(client.calls.map(([method, script, numKeys]) => [method, script, numKeys]), [['evalsha', DECIDE_STACK_SHA, 1], ['eval', DECIDE_STACK_LUA, 1]])

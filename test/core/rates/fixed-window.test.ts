@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import assert from 'node:assert/strict'
 import { fixedWindow } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
-import { agreesWithModel, deterministic, recoveredIsFresh, resetIsExact, retryIsLeast, roundTrips, run, scenarioArb } from './fixtures/harness.js'
+import { agreesWithModel, deterministic, recoveredIsFresh, moreIsExact, resetIsExact, retryIsLeast, roundTrips, run, scenarioArb } from './fixtures/harness.js'
 import type { Model } from './fixtures/harness.js'
 
 // Reference model: a count per aligned window index. Calls count into the window of the furthest
@@ -48,14 +48,14 @@ t.test('table', async (t) => {
   t.same(s0, { start: 1200, count: 0 }, 'windows aligned to multiples of windowMs')
   t.equal(fixedWindow.recoversAt(s0, p), 1200)
   const a = fixedWindow.consume(s0, p, 1250, 2)
-  t.same(a, { allowed: true, remaining: 1, retryAfterMs: 0, resetAt: 1300, state: { start: 1200, count: 2 } })
+  t.same(a, { allowed: true, remaining: 1, retryAfterMs: 0, resetAt: 1300, moreAt: 1300, state: { start: 1200, count: 2 } })
   const b = fixedWindow.consume(a.state, p, 1260, 2)
-  t.same(b, { allowed: false, remaining: 1, retryAfterMs: 40, resetAt: 1300, state: a.state })
+  t.same(b, { allowed: false, remaining: 1, retryAfterMs: 40, resetAt: 1300, moreAt: 1300, state: a.state })
   const c = fixedWindow.consume(b.state, p, 1300, 3)
-  t.same(c, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1400, state: { start: 1300, count: 3 } })
+  t.same(c, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1400, moreAt: 1400, state: { start: 1300, count: 3 } })
   // The clock steps back into the previous window: the live counter is kept.
   const d = fixedWindow.consume(c.state, p, 1299, 1)
-  t.same(d, { allowed: false, remaining: 0, retryAfterMs: 101, resetAt: 1400, state: c.state })
+  t.same(d, { allowed: false, remaining: 0, retryAfterMs: 101, resetAt: 1400, moreAt: 1400, state: c.state })
   t.equal(fixedWindow.recoversAt(c.state, p), 1400)
 })
 
@@ -92,6 +92,14 @@ t.test('(d) resetAt is the first tick of full capacity', async (t) => {
     fc.assert(fc.property(scenarioArb('fixed-window', sizes), (s) => resetIsExact(fixedWindow, s)), opts)
   }
   t.pass('holds')
+})
+
+t.test("(d') moreAt is the first tick of one more unit (RateLimit's t)", async (t) => {
+  let checked = 0
+  for (const sizes of [smallSizes, realistic]) {
+    fc.assert(fc.property(scenarioArb('fixed-window', sizes), (s) => { checked += moreIsExact(fixedWindow, s) }), opts)
+  }
+  t.ok(checked > 100, `${checked} outcomes below capacity checked`)
 })
 
 t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh one; rows round-trip', async (t) => {

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { gcra, gcraScale } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import {
-  add, agreesWithModel, capacityOf, deterministic, floorOf, fmax, frac, le, mul, recoveredIsFresh, resetIsExact,
+  add, agreesWithModel, capacityOf, deterministic, floorOf, fmax, frac, le, mul, recoveredIsFresh, moreIsExact, resetIsExact,
   retryIsLeast, roundTrips, run, scenarioArb, sub
 } from './fixtures/harness.js'
 import type { Frac, Model, Scenario } from './fixtures/harness.js'
@@ -62,15 +62,15 @@ t.test('table', async (t) => {
   t.same(s0, { tat: 300 })
   t.equal(gcra.recoversAt(s0, p), 100)
   const a = gcra.consume(s0, p, 100, 2)
-  t.same(a, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 107, state: { tat: 320 } })
+  t.same(a, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 107, moreAt: 104, state: { tat: 320 } })
   const b = gcra.consume(a.state, p, 101, 1)
   // admitted at x once 330 - 3x <= 20, x >= 103.33: wait 3 ms.
-  t.same(b, { allowed: false, remaining: 0, retryAfterMs: 3, resetAt: 107, state: { tat: 320 } })
+  t.same(b, { allowed: false, remaining: 0, retryAfterMs: 3, resetAt: 107, moreAt: 104, state: { tat: 320 } })
   t.ok(gcra.consume(b.state, p, 104, 1).allowed)
   t.notOk(gcra.consume(b.state, p, 103, 1).allowed)
   // A clock that steps back: tat does not move, the wait counts from now.
   const c = gcra.consume(a.state, p, 90, 1)
-  t.same(c, { allowed: false, remaining: 0, retryAfterMs: 14, resetAt: 107, state: { tat: 320 } })
+  t.same(c, { allowed: false, remaining: 0, retryAfterMs: 14, resetAt: 107, moreAt: 104, state: { tat: 320 } })
   // burst defaults to limit
   const q: Policy = { algorithm: 'gcra', limit: 4, windowMs: 1000 }
   t.equal(gcra.consume(gcra.fresh(q, 0), q, 0, 4).allowed, true)
@@ -118,6 +118,14 @@ t.test('(d) resetAt is the first tick of full capacity', async (t) => {
     fc.assert(fc.property(scenarioArb('gcra', sizes), (s) => resetIsExact(gcra, s)), opts)
   }
   t.pass('holds')
+})
+
+t.test("(d') moreAt is the first tick of one more unit (RateLimit's t)", async (t) => {
+  let checked = 0
+  for (const sizes of [smallSizes, realistic]) {
+    fc.assert(fc.property(scenarioArb('gcra', sizes), (s) => { checked += moreIsExact(gcra, s) }), opts)
+  }
+  t.ok(checked > 100, `${checked} outcomes below capacity checked`)
 })
 
 t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh one; rows round-trip', async (t) => {

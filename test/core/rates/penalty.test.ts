@@ -1,7 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
 import { kernelFor, kernelOf, MAX_STRIKES, type Outcome, type PenalizedState, type Policy } from '../../../lib/core/rates/index.js'
-import { normalizePolicy } from '../../../lib/rates/policy.js'
+import { capacityOf, normalizePolicy } from '../../../lib/rates/policy.js'
 
 /** Decides a run of (time, cost) on one identity, from a fresh state; the outcomes in order. */
 function run (policy: Policy, ops: ReadonlyArray<readonly [number, number]>): Array<Outcome<PenalizedState>> {
@@ -110,7 +110,14 @@ t.test('property: a refusal\'s wait is honest (the same cost passes then, when n
         // Come back at the wait with the same cost: admitted.
         if (!kernel.consume(outcome.state, policy, now + outcome.retryAfterMs, cost).allowed) return false
         if (outcome.resetAt < now + outcome.retryAfterMs) return false
+        // t: more comes no later than the wait (Retry-After >= t), and not before the block ends.
+        if (outcome.moreAt > now + outcome.retryAfterMs || outcome.moreAt < Math.max(now + 1, state.blockedUntil)) return false
       }
+      // t is never early: one more unit than remaining does not pass a tick before moreAt, and does at it.
+      if (outcome.remaining < capacityOf(policy)) {
+        if (kernel.consume(outcome.state, policy, outcome.moreAt - 1, outcome.remaining + 1).allowed) return false
+        if (!kernel.consume(outcome.state, policy, outcome.moreAt, outcome.remaining + 1).allowed) return false
+      } else if (outcome.moreAt !== now) return false
       state = outcome.state
     }
     return true

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { slidingWindowCounter as swc } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import {
-  add, agreesWithModel, cmp, deterministic, floorOf, frac, le, recoveredIsFresh, resetIsExact, retryIsLeast,
+  add, agreesWithModel, cmp, deterministic, floorOf, frac, le, recoveredIsFresh, moreIsExact, resetIsExact, retryIsLeast,
   roundTrips, run, scenarioArb, sub
 } from './fixtures/harness.js'
 import type { Frac, Model } from './fixtures/harness.js'
@@ -64,25 +64,25 @@ t.test('table', async (t) => {
   t.same(s0, { start: 1200, previous: 0, current: 0 })
   t.equal(swc.recoversAt(s0, p), 1200)
   const a = swc.consume(s0, p, 1250, 8)
-  t.same(a, { allowed: true, remaining: 2, retryAfterMs: 0, resetAt: 1400, state: { start: 1200, previous: 0, current: 8 } })
+  t.same(a, { allowed: true, remaining: 2, retryAfterMs: 0, resetAt: 1400, moreAt: 1313, state: { start: 1200, previous: 0, current: 8 } })
   // Next window, e = 25: estimate 8 * 75 / 100 = 6, + 4 = 10 <= 10.
   const b = swc.consume(a.state, p, 1325, 4)
-  t.same(b, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1500, state: { start: 1300, previous: 8, current: 4 } })
+  t.same(b, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1500, moreAt: 1338, state: { start: 1300, previous: 8, current: 4 } })
   // e = 30: 8 * 70 / 100 = 5.6 + 4 + 1 > 10; room 5 => W - e' <= floor(500 / 8) = 62, e' = 38.
   const c = swc.consume(b.state, p, 1330, 1)
-  t.same(c, { allowed: false, remaining: 0, retryAfterMs: 8, resetAt: 1500, state: b.state })
+  t.same(c, { allowed: false, remaining: 0, retryAfterMs: 8, resetAt: 1500, moreAt: 1338, state: b.state })
   t.notOk(swc.consume(c.state, p, 1337, 1).allowed)
   t.ok(swc.consume(c.state, p, 1338, 1).allowed)
   // current + cost > limit: next window, e' >= ceil(W * (4 + 8 - 10) / 4) = 50.
   const d = swc.consume(b.state, p, 1330, 8)
-  t.same(d, { allowed: false, remaining: 0, retryAfterMs: 70 + 50, resetAt: 1500, state: b.state })
+  t.same(d, { allowed: false, remaining: 0, retryAfterMs: 70 + 50, resetAt: 1500, moreAt: 1338, state: b.state })
   // cost = limit with a current count: the window after next.
   const e = swc.consume(b.state, p, 1330, 10)
   t.equal(e.retryAfterMs, 70 + 100)
   // Two windows on, both counts are gone; a clock that steps back stays in the live window, at e = 0.
   t.same(swc.consume(b.state, p, 1500, 10).state, { start: 1500, previous: 0, current: 10 })
   const f = swc.consume(b.state, p, 1250, 1)
-  t.same(f, { allowed: false, remaining: 0, retryAfterMs: 50 + 38, resetAt: 1500, state: b.state })
+  t.same(f, { allowed: false, remaining: 0, retryAfterMs: 50 + 38, resetAt: 1500, moreAt: 1338, state: b.state })
   t.equal(swc.recoversAt({ start: 1300, previous: 8, current: 0 }, p), 1400)
 })
 
@@ -123,6 +123,14 @@ t.test('(d) resetAt is the first tick of full capacity', async (t) => {
     fc.assert(fc.property(scenarioArb('sliding-window-counter', sizes), (s) => resetIsExact(swc, s)), opts)
   }
   t.pass('holds')
+})
+
+t.test("(d') moreAt is the first tick of one more unit (RateLimit's t)", async (t) => {
+  let checked = 0
+  for (const sizes of [smallSizes, realistic]) {
+    fc.assert(fc.property(scenarioArb('sliding-window-counter', sizes), (s) => { checked += moreIsExact(swc, s) }), opts)
+  }
+  t.ok(checked > 100, `${checked} outcomes below capacity checked`)
 })
 
 t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh one; rows round-trip', async (t) => {

@@ -6,7 +6,7 @@ import { tokenBucket } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import {
   add, agreesWithModel, capacityOf, deterministic, fmin, floorOf, frac, le, recoveredIsFresh,
-  resetIsExact, retryIsLeast, roundTrips, run, scenarioArb, sub
+  moreIsExact, resetIsExact, retryIsLeast, roundTrips, run, scenarioArb, sub
 } from './fixtures/harness.js'
 import type { Frac, Model, Scenario } from './fixtures/harness.js'
 
@@ -51,14 +51,14 @@ t.test('table', async (t) => {
   const s0 = tokenBucket.fresh(p, 1000)
   t.same(s0, { tokens: 30, last: 1000 }, 'capacity burst * windowMs units')
   const a = tokenBucket.consume(s0, p, 1000, 3)
-  t.same(a, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1015, state: { tokens: 0, last: 1000 } })
+  t.same(a, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1015, moreAt: 1005, state: { tokens: 0, last: 1000 } })
   const b = tokenBucket.consume(a.state, p, 1004, 1)
   // 4 ms * 2 units = 8 units: 0.8 token; 1 token (10 units) after 5 ms.
-  t.same(b, { allowed: false, remaining: 0, retryAfterMs: 1, resetAt: 1015, state: { tokens: 8, last: 1004 } })
+  t.same(b, { allowed: false, remaining: 0, retryAfterMs: 1, resetAt: 1015, moreAt: 1005, state: { tokens: 8, last: 1004 } })
   t.ok(tokenBucket.consume(b.state, p, 1005, 1).allowed)
   // A clock that steps back refills nothing until `last`, and the wait counts from now.
   const c = tokenBucket.consume(b.state, p, 990, 2)
-  t.same(c, { allowed: false, remaining: 0, retryAfterMs: 14 + 6, resetAt: 1015, state: { tokens: 8, last: 1004 } })
+  t.same(c, { allowed: false, remaining: 0, retryAfterMs: 14 + 6, resetAt: 1015, moreAt: 1005, state: { tokens: 8, last: 1004 } })
   t.equal(tokenBucket.recoversAt(s0, p), 1000)
   t.equal(tokenBucket.recoversAt({ tokens: 40, last: 7 }, p), 7, 'above capacity counts as full')
   // burst defaults to limit
@@ -118,6 +118,14 @@ t.test('(d) resetAt is the first tick of full capacity', async (t) => {
     fc.assert(fc.property(scenarioArb('token-bucket', sizes), (s) => resetIsExact(tokenBucket, s)), opts)
   }
   t.pass('holds')
+})
+
+t.test("(d') moreAt is the first tick of one more unit (RateLimit's t)", async (t) => {
+  let checked = 0
+  for (const sizes of [smallSizes, realistic]) {
+    fc.assert(fc.property(scenarioArb('token-bucket', sizes), (s) => { checked += moreIsExact(tokenBucket, s) }), opts)
+  }
+  t.ok(checked > 100, `${checked} outcomes below capacity checked`)
 })
 
 t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh one; rows round-trip', async (t) => {

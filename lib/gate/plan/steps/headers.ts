@@ -1,22 +1,23 @@
 import type { SynchronousDecisions, SynchronousStack } from '../../../rates/backend.js'
 import type { RateDecision, StackDecision } from '../../../rates/decision.js'
-import { rateLimitHeader, rateLimitList } from '../../quotas/headers.js'
+import { moreAtOf, rateLimitHeader, rateLimitList } from '../../quotas/headers.js'
+import { withPartitionKey, type PartitionKey } from '../../quotas/partition-key.js'
+import { retrySeconds } from '../../outcomes/refusal-text.js'
 import type { Step } from '../../outcomes/recorder.js'
 import type { RouteGate } from '../../route-gate.js'
 
 /**
  * The `RateLimit-Policy` and `RateLimit` fields of the quota's answer, on admissions and
  * refusals alike; absent from the plan with `headers: false`. The numbers are the quota's own:
- * a synchronous backend's right after its decision, a remote decision's (whose `resetAt` is on
- * the backend's clock: its distance from the decision is what the field reports, and the local
- * clock is no worse a reference).
+ * a synchronous backend's right after its decision, a remote decision's (whose `moreAt` is on
+ * the backend's clock, read against this process's: the two are taken to agree).
  */
 export function headersNowStep (gate: RouteGate, sync: SynchronousDecisions, next: Step): Step {
   const policy = gate.policyHeader!
   const quota = gate.quota
   const start = gate.rateLimitStart
   return function headersNow (permit) {
-    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitHeader(sync.remaining, quota, sync.resetAt, sync.decidedAt, start))
+    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitHeader(sync.remaining, quota, sync.moreAt, sync.decidedAt, start))
     next(permit)
   }
 }
@@ -39,7 +40,8 @@ export function headersLaterStep (gate: RouteGate, next: Step): Step {
   const start = gate.rateLimitStart
   return function headersLater (permit) {
     const decision = permit.decision!
-    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitHeader(decision.remaining, quota, decision.resetAt, Date.now(), start))
+    const retry = decision.allowed ? undefined : retrySeconds(decision.retryAfterMs)
+    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitHeader(decision.remaining, quota, moreAtOf(decision), Date.now(), start, retry))
     next(permit)
   }
 }
@@ -49,7 +51,7 @@ export function stackHeadersNowStep (gate: RouteGate, sync: SynchronousStack, ne
   const policy = gate.policyHeader!
   const { starts, quotas } = gate.stacked!
   return function stackHeadersNow (permit) {
-    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitList(starts, quotas, sync.remaining, sync.resetAt, sync.decidedAt))
+    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitList(starts, quotas, sync.remaining, sync.moreAt, sync.decidedAt))
     next(permit)
   }
 }
@@ -58,10 +60,22 @@ export function stackHeadersLaterStep (gate: RouteGate, next: Step): Step {
   const policy = gate.policyHeader!
   const { starts, quotas } = gate.stacked!
   return function stackHeadersLater (permit) {
-    const outcomes = (permit.decision as RateDecision & StackDecision).policies
+    const decision = permit.decision as RateDecision & StackDecision
+    const outcomes = decision.policies
     const remaining = outcomes.map((p) => p.remaining)
-    const resetAt = outcomes.map((p) => p.resetAt)
-    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitList(starts, quotas, remaining, resetAt, Date.now()))
+    const moreAt = outcomes.map(moreAtOf)
+    const refused = outcomes.map((p) => !p.allowed)
+    const retry = decision.allowed ? undefined : retrySeconds(decision.retryAfterMs)
+    permit.reply.header('ratelimit-policy', policy).header('ratelimit', rateLimitList(starts, quotas, remaining, moreAt, Date.now(), refused, retry))
+    next(permit)
+  }
+}
+
+/** `pk` on each `RateLimit` item just set (`headers.partitionKey`). */
+export function partitionKeyStep (partitionKey: PartitionKey, next: Step): Step {
+  return function withPk (permit) {
+    const reply = permit.reply
+    reply.header('ratelimit', withPartitionKey(reply.getHeader('ratelimit') as string, partitionKey(permit.key!)))
     next(permit)
   }
 }
