@@ -131,7 +131,7 @@ export function metricsOption (value: unknown): MetricsSettings | undefined {
 }
 
 function meterOption (meter: unknown): MetricsMeter {
-  const expected = "an OpenTelemetry Meter (`metrics.getMeter('my-app')` of @opentelemetry/api 1.3 or later, or a MeterProvider's `getMeter()`)"
+  const expected = "an OpenTelemetry Meter (`metrics.getMeter('my-app')` of @opentelemetry/api, or a MeterProvider's `getMeter()`)"
   if (typeof meter !== 'object' || meter === null) throw new AdmissionOptionError('metrics.meter', expected, meter)
   const missing = missingMeterMethod(meter)
   if (missing !== undefined) throw new AdmissionOptionError('metrics.meter', expected, meter, { got: `an object without ${missing}()` })
