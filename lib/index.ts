@@ -17,7 +17,8 @@ export type { PressureCounts, PressureStatus, ShedReason } from './pressure/pres
 export type { PressureReadings, Signal } from './pressure/signals.js'
 export { TYPE_EVENT_LOOP_DELAY, TYPE_EVENT_LOOP_UTILIZATION, TYPE_HEALTH_CHECK, TYPE_HEAP_USED_BYTES, TYPE_RSS_BYTES } from './pressure/signals.js'
 export { normalizeIP } from './gate/quotas/client-key.js'
-export type { AdmissionMetricsOptions, MetricsRegistry } from './metrics/options.js'
+export type { AdmissionMetricsOptions, MetricsRegistry, OpenTelemetryMetricsOptions, PrometheusMetricsOptions } from './metrics/options.js'
+export type { MetricsMeter } from './metrics/meter.js'
 export { DECISION_CHANNEL } from './metrics/events.js'
 export type { AdmissionDecisionEvent, AdmissionOutcome } from './metrics/events.js'
 

@@ -2,13 +2,32 @@
 import { subscribe } from 'node:diagnostics_channel'
 import Fastify from 'fastify'
 import { Registry, register } from 'prom-client'
-import admission, { DECISION_CHANNEL, type AdmissionDecisionEvent, type AdmissionMetricsOptions, type AdmissionOutcome } from 'fastify-admission'
+import { metrics } from '@opentelemetry/api'
+import { MeterProvider } from '@opentelemetry/sdk-metrics'
+import admission, {
+  DECISION_CHANNEL, type AdmissionDecisionEvent, type AdmissionMetricsOptions, type AdmissionOutcome, type MetricsMeter,
+  type OpenTelemetryMetricsOptions, type PrometheusMetricsOptions
+} from 'fastify-admission'
 
 const app = Fastify()
 await app.register(admission, { metrics: { registry: new Registry() } })
 await app.register(admission, { metrics: { registry: register, prefix: 'edge_', registration: 'edge', buckets: [0.001, 0.01, 0.1] } })
 const options: AdmissionMetricsOptions = { registry: new Registry() }
-void options
+const prometheus: PrometheusMetricsOptions = { registry: register, prefix: 'edge_' }
+void options; void prometheus
+
+// An OpenTelemetry Meter of the API (no SDK: a no-op one) or of an SDK's MeterProvider, by shape.
+await app.register(admission, { metrics: { meter: metrics.getMeter('my-app') } })
+await app.register(admission, { metrics: { meter: new MeterProvider().getMeter('my-app', '1.0.0'), prefix: 'edge.', registration: 'edge', buckets: [0.001, 0.01] } })
+const meter: MetricsMeter = metrics.getMeter('my-app')
+const otel: OpenTelemetryMetricsOptions = { meter }
+const either: AdmissionMetricsOptions = otel
+void either
+
+// @ts-expect-error a registry or a meter, not both
+await app.register(admission, { metrics: { registry: register, meter } })
+// @ts-expect-error something that is not a Meter
+await app.register(admission, { metrics: { meter: { createHistogram () {} } } })
 
 // @ts-expect-error a registry is needed
 await app.register(admission, { metrics: {} })

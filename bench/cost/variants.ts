@@ -11,6 +11,8 @@ import admission from '../../dist/index.js'
 import { CLIENT_HEADER } from './load.js'
 import { Registry } from 'prom-client'
 import { subscribe } from 'node:diagnostics_channel'
+import { metrics } from '@opentelemetry/api'
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
 
 export interface CostVariant {
   readonly name: string
@@ -112,6 +114,12 @@ for (let i = 0; i < 65_536; i++) {
 const byAddress = (request: FastifyRequest): string => asAddress.get(byHeader(request))!
 const byOtherKey = (request: FastifyRequest): string => asOther.get(byHeader(request))!
 
+/** An SDK reader nobody collects from during the run: the SDK's instruments are made, no export happens. */
+class IdleReader extends MetricReader {
+  protected override async onForceFlush (): Promise<void> {}
+  protected override async onShutdown (): Promise<void> {}
+}
+
 export const VARIANTS: readonly CostVariant[] = [
   { name: 'bare', description: 'bare Fastify 5', status: 200 },
   { name: 'onrequest', description: 'one empty onRequest hook', status: 200, setup: (app) => app.addHook('onRequest', emptyHook) },
@@ -134,6 +142,9 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'admit-strkey', description: 'as admit-ipv4, keys of the same length that are not addresses (its Map)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byOtherKey }) },
   { name: 'admit-metrics', description: 'as admit, metrics on (a prom-client registry, never scraped)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { registry: new Registry() } }) },
   { name: 'refuse-metrics', description: 'as refuse, metrics on', status: 429, base: 'refuse', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, metrics: { registry: new Registry() } }) },
+  // OpenTelemetry metrics on admit's route (admit is the same route with them off).
+  { name: 'otel-nosdk', description: 'as admit, metrics through a Meter of @opentelemetry/api with no SDK registered (a no-op Meter)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: metrics.getMeter('bench') } }) },
+  { name: 'otel-sdk', description: 'as admit, metrics through an SDK MeterProvider whose reader is never collected during the run', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: new MeterProvider({ readers: [new IdleReader()] }).getMeter('bench') } }) },
   { name: 'admit-subscribed', description: 'as admit, one empty subscriber on fastify-admission:decision', status: 200, base: 'admit', byDefault: false, setup: (app) => { subscribe('fastify-admission:decision', () => {}); return admit(app) } },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },

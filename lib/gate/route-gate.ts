@@ -31,12 +31,18 @@ export interface RouteGate extends CountedGate {
   failing: boolean
 }
 
-export function routeGate (name: string, maxInFlight: number | false, limiter: BackendLimiter | undefined, policy: Readonly<Policy> | false | undefined,
-  cost: number, headers: boolean, headerName = 'default'): RouteGate {
+/**
+ * `url`: the route's template (undefined for the requests that matched none); `tiers`: a tiered
+ * route's tier names, which its own gate reports as its policies.
+ */
+export function routeGate (name: string, url: string | undefined, maxInFlight: number | false, limiter: BackendLimiter | undefined, policy: Readonly<Policy> | false | undefined,
+  cost: number, headers: boolean, headerName = 'default', tiers?: readonly string[]): RouteGate {
   const limited = limiter !== undefined && policy !== undefined && policy !== false
   const stacked = limiter instanceof StackedQuota ? limiter : undefined
   return {
     name,
+    url,
+    policyNames: limited ? Object.freeze([...(tiers ?? stacked?.names ?? [headerName])]) : [],
     counters: newCounters(),
     maxInFlight: maxInFlight === false ? 0 : maxInFlight,
     limiter,

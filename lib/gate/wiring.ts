@@ -175,11 +175,11 @@ export class RouteWiring {
     const opened: OpenedLimits = parsed.groupId !== undefined
       ? { limiter: this.groups.open(parsed.groupId, limits as Readonly<Policy> | StackLimits, name, `config.admission of ${name}.groupId`), tiers: undefined }
       : parsed.rateLimit === undefined && !dry ? this.shared : openLimits(this.quotas, name, limits, dry, path)
-    const gate = routeGate(name, parsed.maxInFlight, opened.limiter, leadPolicy(limits), parsed.cost, settings.headers)
+    const gate = routeGate(name, route.url, parsed.maxInFlight, opened.limiter, leadPolicy(limits), parsed.cost, settings.headers, undefined, tierNames(limits))
     this.gates.set(name, gate)
     return this.planner.plan({
       gate,
-      tiers: this.tiersOf(name, opened, limits, parsed.cost),
+      tiers: this.tiersOf(name, route.url, opened, limits, parsed.cost),
       priority: PRIORITY_NAMES.indexOf(parsed.priority) as Priority,
       enforce: parsed.enforce,
       errorResponseBuilder: parsed.errorResponseBuilder,
@@ -196,11 +196,11 @@ export class RouteWiring {
   /** The plan of requests that matched no route (`app.admission.notFound`), on the plugin's shared quota. */
   notFoundPlan (): Plan {
     const settings = this.settings
-    const gate = routeGate('404', false, this.shared.limiter, leadPolicy(settings.rateLimit), settings.cost, settings.headers)
+    const gate = routeGate('404', undefined, false, this.shared.limiter, leadPolicy(settings.rateLimit), settings.cost, settings.headers, undefined, tierNames(settings.rateLimit))
     this.gates.set(gate.name, gate)
     return this.planner.plan({
       gate,
-      tiers: this.tiersOf('404', this.shared, settings.rateLimit, settings.cost),
+      tiers: this.tiersOf('404', undefined, this.shared, settings.rateLimit, settings.cost),
       priority: 0,
       enforce: settings.enforce,
       errorResponseBuilder: settings.errorResponseBuilder,
@@ -218,11 +218,11 @@ export class RouteWiring {
    * With tiers, a gate per tier besides the route's (named `<route> (tier <name>)` in
    * `stats().routes`, each with its quota, headers and counters).
    */
-  private tiersOf (name: string, opened: OpenedLimits, limits: Limits | false, cost: number): { tier: (request: FastifyRequest) => string, gates: ReadonlyMap<string, RouteGate> } | undefined {
+  private tiersOf (name: string, url: string | undefined, opened: OpenedLimits, limits: Limits | false, cost: number): { tier: (request: FastifyRequest) => string, gates: ReadonlyMap<string, RouteGate> } | undefined {
     if (opened.tiers === undefined || limits === false || !isTiers(limits)) return undefined
     const gates = new Map<string, RouteGate>()
     for (const [tier, limiter] of opened.tiers) {
-      const tierGate = routeGate(`${name} (tier ${tier})`, false, limiter, leadPolicy(limits.tiers.get(tier)!), cost, this.settings.headers, tier)
+      const tierGate = routeGate(`${name} (tier ${tier})`, url, false, limiter, leadPolicy(limits.tiers.get(tier)!), cost, this.settings.headers, tier)
       gates.set(tier, tierGate)
       this.gates.set(tierGate.name, tierGate)
     }
@@ -238,9 +238,14 @@ export class RouteWiring {
   }
 }
 
+/** A tiered route's own gate counts what happens before a tier is picked: its policies are the tiers. */
+function tierNames (limits: Limits | false): readonly string[] | undefined {
+  return limits !== false && isTiers(limits) ? [...limits.tiers.keys()] : undefined
+}
+
 /** The plan of a route whose options are not valid: every request is answered with the error (a 500). */
 function failingPlan (error: Error): Plan {
-  const gate = routeGate('invalid', false, undefined, undefined, 1, false)
+  const gate = routeGate('invalid', undefined, false, undefined, undefined, 1, false)
   return { gate, onRequest: (permit) => { permit.fail(error) }, preHandler: undefined, ended: () => {}, failures: undefined, waitsForHandler: false, handlerWatched: false }
 }
 

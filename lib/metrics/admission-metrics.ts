@@ -2,7 +2,9 @@ import type { FastifyInstance } from 'fastify'
 import { AdmissionOptionError } from '../validation/errors.js'
 import { DecisionTimer } from './decision-timer.js'
 import type { MetricsSettings } from './options.js'
-import { report, type MetricsSource } from './prometheus.js'
+import { reportToMeter } from './opentelemetry.js'
+import { report } from './prometheus.js'
+import type { MetricsSource, Reporting } from './source.js'
 
 type PromClient = Parameters<typeof report>[0]
 
@@ -41,7 +43,8 @@ function isPromClient (value: unknown): value is PromClient {
 
 /**
  * A registration's metrics: the decision timer is there from the start (the quotas are made
- * with it), prom-client and the registry's metrics come at `start`, before the registration ends.
+ * with it); the reporting starts before the registration ends — through the app's Meter at once
+ * (nothing to load), or once prom-client is loaded (a promise).
  */
 export class AdmissionMetrics {
   readonly timer = new DecisionTimer()
@@ -51,12 +54,19 @@ export class AdmissionMetrics {
     this.settings = settings
   }
 
-  start (fastify: FastifyInstance, source: Omit<MetricsSource, 'registration'>, address: string): Promise<void> {
-    return loadPromClient(importPromClient).then((prom) => {
-      const reporting = report(prom, this.settings, { ...source, registration: this.settings.registration ?? address })
-      this.timer.observe = reporting.observe
-      // The app's close takes its series off the registry.
-      fastify.addHook('onClose', reporting.stop)
-    })
+  start (fastify: FastifyInstance, gates: Omit<MetricsSource, 'registration'>, address: string): Promise<void> | undefined {
+    const settings = this.settings
+    const source = { ...gates, registration: settings.registration ?? address }
+    if (settings.meter !== undefined) {
+      this.started(fastify, reportToMeter(settings, source))
+      return undefined
+    }
+    return loadPromClient(importPromClient).then((prom) => { this.started(fastify, report(prom, settings, source)) })
+  }
+
+  private started (fastify: FastifyInstance, reporting: Reporting): void {
+    this.timer.observe = reporting.observe
+    // The app's close takes its series off the registry, its callbacks off the Meter.
+    fastify.addHook('onClose', reporting.stop)
   }
 }

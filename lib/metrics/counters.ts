@@ -24,6 +24,13 @@ export interface GateCounters {
 /** A gate's name and counters, as metrics read them at each scrape. */
 export interface CountedGate {
   readonly name: string
+  /** The route's URL template (`/users/:id`), undefined for the requests that matched no route. */
+  readonly url: string | undefined
+  /**
+   * The names its rate limit's policies have in `RateLimit-Policy` (`default`, a tier's, a stack's),
+   * a tiered route's tiers for its own gate; empty without a rate limit.
+   */
+  readonly policyNames: readonly string[]
   readonly counters: GateCounters
   /** The gate's own in-flight limit, 0 for none. */
   readonly maxInFlight: number

@@ -1,24 +1,14 @@
 import type * as Prom from 'prom-client'
 import { AdmissionOptionError } from '../validation/errors.js'
-import type { CountedGate, GateCounters } from './counters.js'
-import type { MetricsRegistry, MetricsSettings } from './options.js'
+import type { CountedGate } from './counters.js'
+import type { MetricsRegistry, PrometheusSettings } from './options.js'
+import { joinSet, type SharedSet } from './shared-set.js'
+import { heldBy, OUTCOMES, outcomeCount, type MetricsSource, type Reporting } from './source.js'
 
 type PromClient = Pick<typeof Prom, 'Counter' | 'Gauge' | 'Histogram'>
 type Put = (labels: Record<string, string>, value: number) => void
 /** What a counter and a gauge both do. */
 interface Rebuilt { reset (): void, inc (labels: Record<string, string>, value: number): void }
-
-/** What one registration reports: the gate's own counters, read at scrape time. */
-export interface MetricsSource {
-  /** The `registration` label. */
-  readonly registration: string
-  readonly global: GateCounters
-  readonly gates: () => Iterable<CountedGate>
-  /** The global in-flight limit now, 0 for none (an adaptive limit moves: read at each scrape). */
-  readonly limit: () => number
-  /** `onBackendError: 'allow'`: a request the backend could not decide for is admitted, not refused. */
-  readonly admitsOnBackendError: boolean
-}
 
 /** Metric names after the prefix, as docs/guides/metrics.md lists them. */
 export const METRIC_NAMES = Object.freeze({
@@ -38,7 +28,7 @@ export const METRIC_NAMES = Object.freeze({
  * from the gates' counters, which the hooks keep anyway — so metrics add no work per request;
  * only the histogram is fed as decisions happen (see `DecisionTimer`).
  */
-class MetricSet {
+class MetricSet implements SharedSet {
   readonly sources = new Map<string, MetricsSource>()
   readonly histogram: Prom.Histogram<'registration'>
   readonly buckets: readonly number[]
@@ -68,13 +58,7 @@ class MetricSet {
     scraped(prom.Counter, METRIC_NAMES.requests, 'Requests the gate decided on, by route and outcome (admitted, limited, shed, unavailable: refused because the backend could not decide).',
       [...ROUTE, 'outcome'], (put) => {
         each((source, gate) => {
-          const { admitted, limited, shed, unavailable } = gate.counters
-          const labels = { registration: source.registration, route: gate.name }
-          put({ ...labels, outcome: 'admitted' }, admitted)
-          put({ ...labels, outcome: 'limited' }, limited)
-          put({ ...labels, outcome: 'shed' }, shed)
-          // With 'allow' those requests were admitted (and counted so): the outcomes stay a partition.
-          put({ ...labels, outcome: 'unavailable' }, source.admitsOnBackendError ? 0 : unavailable)
+          for (const outcome of OUTCOMES) put({ registration: source.registration, route: gate.name, outcome }, outcomeCount(source, gate.counters, outcome))
         })
       })
     scraped(prom.Gauge, METRIC_NAMES.inFlight, 'Requests holding an in-flight permit of the registration.', ['registration'], (put) => {
@@ -105,21 +89,14 @@ class MetricSet {
     })
   }
 
+  reports (registration: string): boolean {
+    return this.sources.has(registration)
+  }
+
   /** Takes the metrics off the registry (the last registration reporting there closed). */
   remove (): void {
     for (const name of this.names) this.registry.removeSingleMetric(name)
   }
-}
-
-/**
- * In flight: with a global limit, the count it is held to; without one the gate keeps no global
- * count, and the routes' counts add up to the same number (every permit is a route's).
- */
-function heldBy (source: MetricsSource): number {
-  if (source.limit() !== 0) return source.global.inFlight
-  let held = 0
-  for (const gate of source.gates()) held += gate.counters.inFlight
-  return held
 }
 
 // Per registry, per prefix. A WeakMap: a registry the app drops takes its sets with it.
@@ -131,27 +108,13 @@ const sets = new WeakMap<MetricsRegistry, Map<string, MetricSet>>()
  * Refused, with a typed error: a label another live registration already reports under, buckets
  * other than those the metrics were made with, names taken by something else.
  */
-export function report (prom: PromClient, settings: MetricsSettings, source: MetricsSource): { observe: (seconds: number) => void, stop: () => Promise<void> } {
+export function report (prom: PromClient, settings: PrometheusSettings, source: MetricsSource): Reporting {
   const registry = settings.registry
-  let byPrefix = sets.get(registry)
-  if (byPrefix === undefined) sets.set(registry, byPrefix = new Map())
-  let set = byPrefix.get(settings.prefix)
-  if (set === undefined) {
-    set = new MetricSet(prom, registry, settings.prefix, settings.buckets)
-    byPrefix.set(settings.prefix, set)
-  } else if (set.buckets.join() !== settings.buckets.join()) {
-    throw new AdmissionOptionError('metrics.buckets', `the buckets this registry's histogram was made with (${set.buckets.join(', ')})`, settings.buckets)
-  }
-  if (set.sources.has(source.registration)) {
-    throw new AdmissionOptionError('metrics.registration',
-      'a label no other registration reporting to this registry has (each registration\'s series are told apart by it; two apps registering at their root both have `app`)', source.registration)
-  }
-  const joined = set
+  const { set: joined, byPrefix } = joinSet(sets, registry, 'registry', settings, source.registration, () => new MetricSet(prom, registry, settings.prefix, settings.buckets))
   joined.sources.set(source.registration, source)
   const labels = { registration: source.registration }
   return {
     observe: (seconds) => { joined.histogram.observe(labels, seconds) },
-    // Async: Fastify takes it as an `onClose` hook as it is.
     stop: async () => {
       joined.sources.delete(source.registration)
       // The histogram's samples of a closed registration go with it.

@@ -4,16 +4,11 @@ import fp from 'fastify-plugin'
 import { Counter, Registry } from 'prom-client'
 import admission, { type AdmissionOptions } from '../../lib/index.js'
 import type { Teardown } from '../helpers/http.js'
-import { decision, scrape, scriptedBackend, valueOf } from '../helpers/metrics.js'
+import { childSequence, decision, flakyBackend, flakyStatuses, heldSequence, metricsApp, scrape, scriptedBackend, threeHeld, twoRoots, valueOf } from '../helpers/metrics.js'
 
 const P = 'fastify_admission_'
 
-async function appWith (t: Teardown, registry: Registry, options: AdmissionOptions = {}): Promise<FastifyInstance> {
-  const app = Fastify()
-  t.teardown(() => app.close())
-  await app.register(admission, { metrics: { registry }, ...options })
-  return app
-}
+const appWith = (t: Teardown, registry: Registry, options: AdmissionOptions = {}): Promise<FastifyInstance> => metricsApp(t, { registry }, options)
 
 t.test('names, types and help follow Prometheus conventions', async (t) => {
   const registry = new Registry()
@@ -43,20 +38,7 @@ t.test('names, types and help follow Prometheus conventions', async (t) => {
 t.test('memory: values after a scripted sequence, read from the gate\'s counters at the scrape', async (t) => {
   const registry = new Registry()
   const app = await appWith(t, registry, { maxInFlight: 3, rateLimit: { limit: 2, windowMs: 60_000 } })
-  let release: () => void = () => {}
-  const gate = new Promise<void>((resolve) => { release = resolve })
-  app.get('/a', async () => 'ok')
-  app.get('/slow', { config: { admission: { maxInFlight: 1, rateLimit: false } } }, async () => { await gate; return 'done' })
-  app.get('/off', { config: { admission: false } }, async () => 'free')
-  app.setNotFoundHandler({ preHandler: app.admission.notFound }, async (_request, reply) => reply.code(404).send('none'))
-
-  t.same([(await app.inject('/a')).statusCode, (await app.inject('/a')).statusCode, (await app.inject('/a')).statusCode], [200, 200, 429])
-  t.equal((await app.inject('/off')).statusCode, 200)
-  t.equal((await app.inject('/nowhere')).statusCode, 429, 'the 404 takes from the shared quota, which /a emptied')
-  const held = app.inject('/slow')
-  // The held request has its permit once its onRequest ran; the next one finds the route full.
-  await new Promise((resolve) => setImmediate(resolve))
-  t.equal((await app.inject('/slow')).statusCode, 503)
+  const { pending, release } = await heldSequence(t, app)
 
   let m = await scrape(registry)
   const outcome = (route: string, name: string): number | undefined => valueOf(m, `${P}requests_total`, { route, outcome: name })
@@ -75,7 +57,7 @@ t.test('memory: values after a scripted sequence, read from the gate\'s counters
   t.equal(m.get(`${P}backend_decision_duration_seconds`)!.values.length, 0, 'memory decides synchronously: not timed')
 
   release()
-  t.equal((await held).statusCode, 200)
+  t.equal((await pending).statusCode, 200)
   m = await scrape(registry)
   t.equal(valueOf(m, `${P}in_flight_requests`, { registration: 'app' }), 0)
   t.equal(valueOf(m, `${P}route_in_flight_requests`, { route: 'GET /slow' }), 0)
@@ -85,35 +67,20 @@ t.test('memory: values after a scripted sequence, read from the gate\'s counters
 t.test('without a global limit, in flight is the sum of the routes, and no limit series', async (t) => {
   const registry = new Registry()
   const app = await appWith(t, registry, { rateLimit: false })
-  let release: () => void = () => {}
-  const gate = new Promise<void>((resolve) => { release = resolve })
-  app.get('/a', async () => { await gate; return 'a' })
-  app.get('/b', async () => { await gate; return 'b' })
-  const pending = [app.inject('/a'), app.inject('/b'), app.inject('/b')]
-  await new Promise((resolve) => setImmediate(resolve))
+  const { release } = await threeHeld(app)
   const m = await scrape(registry)
   t.equal(valueOf(m, `${P}in_flight_requests`, { registration: 'app' }), 3)
   t.equal(m.get(`${P}in_flight_limit_requests`)!.values.length, 0)
   t.equal(m.get(`${P}backend_errors_total`)!.values.length, 0, 'no quota, no backend series')
-  release()
-  await Promise.all(pending)
+  await release()
 })
 
 t.test('a backend that decides by round trip: latency observed per decision, errors counted by route', async (t) => {
   for (const onBackendError of ['deny', 'allow'] as const) {
     t.test(onBackendError, async (t) => {
       const registry = new Registry()
-      const script = [decision(true), decision(false, 2000), 'fail', 'fail', 'throw']
-      const backend = scriptedBackend(() => {
-        const next = script.shift()
-        if (next === 'throw') throw new Error('a synchronous throw')
-        // A slow answer: it settles on a later turn of the event loop.
-        return next === 'fail' ? new Promise((_resolve, reject) => setImmediate(() => { reject(new Error('down')) })) : new Promise((resolve) => setImmediate(() => { resolve(next) }))
-      })
-      const app = await appWith(t, registry, { backend, onBackendError })
-      app.get('/r', async () => 'ok')
-      const statuses = []
-      for (let i = 0; i < 5; i++) statuses.push((await app.inject('/r')).statusCode)
+      const backend = flakyBackend()
+      const statuses = await flakyStatuses(await appWith(t, registry, { backend, onBackendError }))
       t.same(statuses, onBackendError === 'deny' ? [200, 429, 503, 503, 503] : [200, 429, 200, 200, 200])
       const m = await scrape(registry)
       const labels = { registration: 'app' }
@@ -157,14 +124,7 @@ t.test('label cardinality is bounded: many client keys make no new series', asyn
 t.test('two registrations on one registry: told apart by the registration label', async (t) => {
   const registry = new Registry()
   const app = await appWith(t, registry, { rateLimit: { limit: 5, windowMs: 60_000 } })
-  await app.register(async (child) => {
-    await child.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 }, metrics: { registry } })
-    child.get('/inner', async () => 'inner')
-  }, { prefix: '/child' })
-  app.get('/outer', async () => 'outer')
-  await app.inject('/child/inner')
-  await app.inject('/child/inner')
-  await app.inject('/outer')
+  await childSequence(app, { registry })
   const m = await scrape(registry)
   const registrations = new Set(m.get(`${P}requests_total`)!.values.map((s) => s.labels.registration))
   t.equal(registrations.size, 2)
@@ -177,20 +137,7 @@ t.test('two registrations on one registry: told apart by the registration label'
 
 t.test('two apps at their root on one registry: refused at registration unless one names its registration', async (t) => {
   const registry = new Registry()
-  const first = await appWith(t, registry)
-  first.get('/a', async () => 'a')
-  const second = Fastify()
-  t.teardown(() => second.close())
-  const error = await second.register(admission, { metrics: { registry } }).then(() => undefined, (e: unknown) => e)
-  t.match(error, { name: 'AdmissionOptionError', code: 'ADMISSION_INVALID_OPTION', path: 'metrics.registration', value: 'app' })
-  t.match((error as Error).message, /Expected `metrics.registration` to be a label no other registration .* got 'app' \(string\)/)
-
-  const admin = Fastify()
-  t.teardown(() => admin.close())
-  await admin.register(admission, { metrics: { registry, registration: 'admin' } })
-  admin.get('/b', async () => 'b')
-  await first.inject('/a')
-  await admin.inject('/b')
+  const { first, admin } = await twoRoots(t, { registry }, 'registry')
   let m = await scrape(registry)
   t.equal(valueOf(m, `${P}requests_total`, { registration: 'app', route: 'GET /a', outcome: 'admitted' }), 1)
   t.equal(valueOf(m, `${P}requests_total`, { registration: 'admin', route: 'GET /b', outcome: 'admitted' }), 1)

@@ -168,7 +168,10 @@ export interface AdmissionOptions {
   pressure?: PressureOptions
   /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
   queueDelay?: boolean | QueueDelayOptions
-  /** Prometheus metrics through prom-client (an optional peer, loaded only with this option); see docs/guides/metrics.md. */
+  /**
+   * Metrics: Prometheus through prom-client (`registry`; an optional peer, loaded only with this
+   * option) or OpenTelemetry through the app's `meter`; see docs/guides/metrics.md.
+   */
   metrics?: AdmissionMetricsOptions
 }
 
