@@ -135,6 +135,7 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'rl-refuse', description: '@fastify/rate-limit 11 refusing (429)', status: 429, setup: rlRefuse },
   { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200, setup: (app) => app.register(underPressure) },
   { name: 'hdr-floor', description: 'empty onRequest + onResponse (route options), onRequest sets two constant RateLimit headers', status: 200, route: { onRequest: (_request, reply, done) => { reply.header('ratelimit-policy', '"default";q=1000000000;w=60').header('ratelimit', '"default";r=999999999;t=1'); done() }, onResponse: emptyHook } },
+  { name: 'admit-pk', description: 'as admit, headers: { partitionKey } (pk, an HMAC of the client key, on RateLimit)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, headers: { partitionKey: 'a secret of sixteen or more' } }) },
   { name: 'refuse-noheaders', description: 'fastify-admission refusing (429), headers: false', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, headers: false }) },
   { name: 'refuse-floor', description: 'route onRequest sends a constant 429 (retry-after, content-type, the JSON body) + empty onResponse', status: 429, byDefault: false, route: refusalFloor(false) },
   { name: 'refuse-floor-hdr', description: 'refuse-floor plus two constant RateLimit headers', status: 429, byDefault: false, route: refusalFloor(true) },

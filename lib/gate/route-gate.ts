@@ -20,8 +20,6 @@ export interface RouteGate extends CountedGate {
   readonly policyHeader: string | undefined
   /** `RateLimit`'s start, with the policy's name (`default`, or its tier's name). */
   readonly rateLimitStart: string
-  /** The policies' names, as the headers list them (a stack's, in its order); a refusal names those that refused. */
-  readonly policyNames: readonly string[]
   /** `q` of that header: `RateLimit`'s `r` never exceeds it. */
   readonly quota: number
   readonly cost: number
@@ -49,7 +47,6 @@ export function routeGate (name: string, url: string | undefined, maxInFlight: n
     policy: limited ? policy : undefined,
     policyHeader: limited && headers ? stacked === undefined ? policyHeader(policy, [headerName], cost) : policyHeader(stacked.stack.policies, stacked.names, cost) : undefined,
     rateLimitStart: rateLimitStart(headerName),
-    policyNames: Object.freeze(stacked === undefined ? [headerName] : [...stacked.names]),
     quota: limited ? quotaOf(policy).quota : 0,
     stacked,
     cost,

@@ -134,6 +134,7 @@ t.test('defaults', async (t) => {
       responseBody: 'json',
       fastRefusals: 'shed',
       headers: true,
+      partitionKey: undefined,
       key: undefined,
       ipv6Subnet: 56,
       backend: undefined,
@@ -190,6 +191,7 @@ t.test('every option, valid', async (t) => {
     responseBody: 'text',
     fastRefusals: 'shed',
     headers: false,
+    partitionKey: undefined,
     key,
     ipv6Subnet: 64,
     backend: undefined,
@@ -562,11 +564,11 @@ t.test("responseBody: 'json' or 'text'", async (t) => {
   }
 })
 
-t.test('headers: a boolean', async (t) => {
+t.test('headers: a boolean (or { partitionKey }: test/gate/ratelimit-fields.test.ts)', async (t) => {
   t.equal(validateOptions({ headers: true }).headers, true)
   t.equal(validateOptions({ headers: false }).headers, false)
   t.equal(validateOptions({ headers: undefined }).headers, true)
-  for (const [value, shown] of [['true', "'true' (string)"], [1, '1 (number)'], [0, '0 (number)'], [{}, '{}']] as Bad[]) {
+  for (const [value, shown] of [['true', "'true' (string)"], [1, '1 (number)'], [0, '0 (number)'], [[], '[]']] as Bad[]) {
     optionsRejected(t, { headers: value }, 'headers', value, shown)
   }
 })
@@ -685,7 +687,7 @@ t.test('the message of every kind of value is one short line', async (t) => {
   t.ok(error.message.length < 200, `short: ${error.message.length}`)
   t.notOk(error.message.includes('\n'))
   const deep = { a: { b: { c: { d: 1 } } } }
-  const nested = thrown(() => validateOptions({ headers: deep })) as AdmissionOptionError
+  const nested = thrown(() => validateOptions({ enforce: deep })) as AdmissionOptionError
   t.match(nested.message, '{ a: { b: [Object] } }')
   t.notOk(nested.message.includes('\n'))
   const multiline = thrown(() => validateOptions({ responseBody: 'a\nb' })) as AdmissionOptionError

@@ -42,6 +42,7 @@ t.test('errorResponseBuilder: its object is the body, its context says why, Retr
     statusCode: 429,
     reason: 'limited',
     retryAfterSeconds: 30,
+    violatedPolicies: ['default'],
     policy: FIXED,
     route: 'GET /x',
     max: 1,

@@ -107,6 +107,8 @@ function headersOption (value: unknown): { headers: boolean, partitionKey: Parti
   if (value === undefined || value === true || value === false) return { headers: value !== false, partitionKey: undefined }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AdmissionOptionError('headers', 'a boolean, or an object { partitionKey }', value)
   const input = exactObject(complain, 'headers', value, HEADERS_SHAPE)
+  // An object says something: `{}` is a typo for a key, not a way to write `true`.
+  if (input.partitionKey === undefined) throw new AdmissionOptionError('headers.partitionKey', 'true, false or a secret string (the object form of headers is for partitionKey; headers: true sends the fields without it)', undefined)
   return { headers: true, partitionKey: partitionKeyOption(input.partitionKey) }
 }
 

@@ -17,7 +17,7 @@ const MIN_SECRET = 16
  * (Redis) pass one secret to agree.
  */
 export function partitionKeyOption (value: unknown): PartitionKey | undefined {
-  if (value === undefined || value === false) return undefined
+  if (value === false) return undefined
   if (value !== true && (typeof value !== 'string' || value.length < MIN_SECRET)) {
     throw new AdmissionOptionError('headers.partitionKey', `true (a secret drawn at registration) or a secret string of at least ${MIN_SECRET} characters (the HMAC key that digests client keys)`, value)
   }
