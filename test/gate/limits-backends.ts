@@ -43,3 +43,26 @@ export function manualClock (start = 1_700_000_040_000): { now: () => number, ad
   let at = start
   return { now: () => at, advance: (ms) => { at += ms } }
 }
+
+/** A custom backend whose stacks decide by promise only (memory underneath, no synchronous decisions); `down.now` fails its checks. */
+export function byPromise (clock: () => number, down: { now: boolean } = { now: false }): RatesBackend {
+  const inner = memoryBackend({ clock })
+  return {
+    kind: 'by-promise',
+    limiter: (address, policy) => inner.limiter(address, policy),
+    stop: async () => { await inner.stop() },
+    stack: (address, policies) => {
+      const stack = inner.stack!(address, policies)
+      return {
+        policies,
+        consume: (identity, cost) => stack.consume(identity, cost),
+        check: async (identity, cost) => {
+          if (down.now) throw new Error('the store is down')
+          return stack.check(identity, cost)
+        },
+        state: (identity) => stack.state(identity),
+        delete: (identity) => stack.delete(identity)
+      }
+    }
+  }
+}

@@ -4,7 +4,7 @@
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type FastifyRequest } from 'fastify'
 import admission, { AdmissionOptionError, memoryBackend, type AdmissionRouteOptions, type RatesBackend } from '../../lib/index.js'
-import { limitBackends, manualClock } from './limits-backends.js'
+import { byPromise, limitBackends, manualClock } from './limits-backends.js'
 
 const BACKENDS = await limitBackends(t)
 
@@ -213,28 +213,6 @@ for (const kind of BACKENDS) {
  * A custom backend whose stacks decide by promise, over memory's (as a remote backend does: no
  * synchronous decisions); its checks reject while `down.now` is true.
  */
-function byPromise (clock: () => number, down: { now: boolean } = { now: false }): RatesBackend {
-  const inner = memoryBackend({ clock })
-  return {
-    kind: 'by-promise',
-    limiter: (address, policy) => inner.limiter(address, policy),
-    stop: async () => { await inner.stop() },
-    stack: (address, policies) => {
-      const stack = inner.stack!(address, policies)
-      return {
-        policies,
-        consume: (identity, cost) => stack.consume(identity, cost),
-        check: async (identity, cost) => {
-          if (down.now) throw new Error('the store is down')
-          return stack.check(identity, cost)
-        },
-        state: (identity) => stack.state(identity),
-        delete: (identity) => stack.delete(identity)
-      }
-    }
-  }
-}
-
 const BURST_KINDS = [...BACKENDS, { name: 'custom backend deciding by promise', skip: false as const, make: (_t: Test, clock: () => number) => byPromise(clock) }]
 const FIVE = { algorithm: 'fixed-window', limit: 5, windowMs: 15 * 60_000 } as const
 

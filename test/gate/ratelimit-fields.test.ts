@@ -7,7 +7,7 @@ import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { parseList, type Item } from 'structured-headers'
 import admission, { type AdmissionOptions, type RatesBackend } from '../../lib/index.js'
-import { limitBackends, manualClock } from './limits-backends.js'
+import { byPromise, limitBackends, manualClock } from './limits-backends.js'
 
 const BACKENDS = await limitBackends(t)
 
@@ -216,7 +216,14 @@ t.test('headers: bad values are refused at registration, naming the option', asy
   t.notMatch((await app.inject('/')).headers.ratelimit, /pk=/, 'partitionKey: false sends the fields without pk')
 })
 
-for (const kind of BACKENDS) {
+// With a custom backend deciding by promise too, so that the remote path is tried without Redis.
+for (const kind of [...BACKENDS, { name: 'custom backend deciding by promise', skip: false as const, make: (t: Test, clock: () => number) => {
+  // A remote decision's t is read against this process's clock: here, the test's.
+  const host = Date.now
+  Date.now = clock
+  t.teardown(() => { Date.now = host })
+  return byPromise(clock)
+} }]) {
   t.test(`${kind.name}: login throttling's failure fields: off with headers: false, with pk when asked, also on a route declared before the plugin`, { skip: kind.skip }, async (t) => {
     const clock = manualClock(1_800_000_000_000)
     const LOGIN = { count: 'failures', rateLimit: { algorithm: 'fixed-window', limit: 3, windowMs: 60_000 } } as const
