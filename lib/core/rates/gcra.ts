@@ -1,4 +1,5 @@
 import { ceilDiv, floorDiv } from './arithmetic.js'
+import { chargedOutcome } from './charge.js'
 import type { Kernel, Outcome, Policy } from './types.js'
 
 /**
@@ -58,6 +59,19 @@ function consume (state: GcraState, policy: Policy, now: number, cost: number): 
   }
 }
 
+// A charge moves tat by units * T from max(tat, now): ahead at most 2 * tau (one capacity of
+// debt beyond a full use, which the validator keeps safe), back no earlier than now; a charge never
+// moves it back, even on a clock that stepped back.
+function charge (state: GcraState, policy: Policy, now: number, units: number): Outcome<GcraState> {
+  const g = gcd(policy.limit, policy.windowMs)
+  const T = policy.windowMs / g
+  const t = now * (policy.limit / g)
+  const tat0 = Math.max(state.tat, t)
+  const moved = tat0 + units * T
+  const tat = units > 0 ? Math.max(tat0, Math.min(moved, t + 2 * (policy.burst ?? policy.limit) * T)) : Math.max(t, moved)
+  return chargedOutcome(gcra, { tat }, policy, now)
+}
+
 function recoversAt (state: GcraState, policy: Policy): number {
   return ceilDiv(state.tat, gcraScale(policy))
 }
@@ -70,4 +84,4 @@ function read (row: Float64Array, base: number): GcraState {
   return { tat: row[base] as number }
 }
 
-export const gcra: Kernel<GcraState> = { fields: 1, fresh, consume, recoversAt, write, read }
+export const gcra: Kernel<GcraState> = { fields: 1, fresh, consume, charge, recoversAt, write, read }

@@ -61,6 +61,21 @@ export function withPenalty (kernel: Kernel<unknown>, penalty: Penalty): Kernel<
       if (outcome.allowed) return { ...outcome, state: { inner: outcome.state, blockedUntil: 0, strikes: 0 } }
       return blocked(outcome.state, policy, now, cost, now + Math.max(outcome.retryAfterMs, blockMs(penalty, policy.windowMs, 1)), 1)
     },
+    // A charge is not a refusal: it moves the algorithm's state and leaves the block as it is;
+    // while the block lasts, a cost-1 request is refused until its end (or later, as above).
+    charge (state, policy, now, units) {
+      const outcome = kernel.charge(state.inner, policy, now, units)
+      const { blockedUntil: until, strikes } = state
+      if (now >= until) return { ...outcome, state: { inner: outcome.state, blockedUntil: until, strikes } }
+      return {
+        allowed: false,
+        remaining: 0,
+        retryAfterMs: Math.max(until, now + outcome.retryAfterMs) - now,
+        resetAt: Math.max(outcome.resetAt, until),
+        moreAt: outcome.remaining > 0 ? until : Math.max(until, outcome.moreAt),
+        state: { inner: outcome.state, blockedUntil: until, strikes }
+      }
+    },
     recoversAt: (state, policy) => Math.max(kernel.recoversAt(state.inner, policy), state.blockedUntil),
     write (state, row, base) {
       kernel.write(state.inner, row, base)

@@ -1,6 +1,7 @@
 import { newBucket, take } from '../bucket.js'
 import { ceilDiv, floorDiv } from './arithmetic.js'
 import type { BucketShape } from '../bucket.js'
+import { chargedOutcome } from './charge.js'
 import type { Kernel, Outcome, Policy } from './types.js'
 
 /**
@@ -33,18 +34,30 @@ function consume (state: TokenBucketState, policy: Policy, now: number, cost: nu
   const config = shape(policy)
   const r = take(state, config, now, cost * policy.windowMs)
   const next: TokenBucketState = { tokens: r.tokens, last: r.last }
-  const remaining = floorDiv(r.tokens, policy.windowMs)
+  // A level below empty (a charge's debt) has no whole token.
+  const remaining = Math.max(0, floorDiv(r.tokens, policy.windowMs))
   return {
     allowed: r.ok,
     remaining,
     // `take` counts its wait from `last`; when the caller's clock stepped back (now < last),
     // nothing refills until `last`, so that gap is part of the wait.
     retryAfterMs: r.ok ? 0 : r.retry + (r.last - now),
-    resetAt: fullAt(next, config.capacity, policy.limit),
+    // A full bucket is full now, also on a clock that stepped back before `last`.
+    resetAt: r.tokens >= config.capacity ? now : fullAt(next, config.capacity, policy.limit),
     // One more whole token: (remaining + 1) * windowMs units, `limit` a tick from `last`.
     moreAt: remaining * policy.windowMs >= config.capacity ? now : r.last + ceilDiv((remaining + 1) * policy.windowMs - r.tokens, policy.limit),
     state: next
   }
+}
+
+// A charge refills to now like a take, then moves the level by units * windowMs: down to one
+// capacity below empty (a debt that time repays at `limit` units a tick), up to capacity.
+function charge (state: TokenBucketState, policy: Policy, now: number, units: number): Outcome<TokenBucketState> {
+  const config = shape(policy)
+  const r = take(state, config, now, 0)
+  const moved = r.tokens - units * policy.windowMs
+  const tokens = units > 0 ? Math.min(r.tokens, Math.max(-config.capacity, moved)) : Math.min(config.capacity, moved)
+  return chargedOutcome(tokenBucket, { tokens, last: r.last }, policy, now)
 }
 
 function recoversAt (state: TokenBucketState, policy: Policy): number {
@@ -60,4 +73,4 @@ function read (row: Float64Array, base: number): TokenBucketState {
   return { tokens: row[base] as number, last: row[base + 1] as number }
 }
 
-export const tokenBucket: Kernel<TokenBucketState> = { fields: 2, fresh, consume, recoversAt, write, read }
+export const tokenBucket: Kernel<TokenBucketState> = { fields: 2, fresh, consume, charge, recoversAt, write, read }

@@ -53,6 +53,15 @@ export interface Kernel<S> {
   /** A new identity's state: full capacity at `now`. */
   fresh (policy: Policy, now: number): S
   consume (state: S, policy: Policy, now: number, cost: number): Outcome<S>
+  /**
+   * Takes `units` (a safe integer, |units| <= capacity) whatever the state holds: a positive
+   * charge may leave the identity in debt, refused until time repays it; a negative one returns
+   * units (never beyond full capacity, never into a window already gone). A charge never raises
+   * a debt past one capacity: what is owed beyond that is not recorded (the identity is refused
+   * for at most one more full recovery). The outcome is what a cost-1 request would see now
+   * (`chargedOutcome`), and its state the charged one.
+   */
+  charge (state: S, policy: Policy, now: number, units: number): Outcome<S>
   /** Tick at which `state` is back at full capacity (a fully recovered state equals a fresh one). */
   recoversAt (state: S, policy: Policy): number
   /** State to and from a row of `fields` numbers. */

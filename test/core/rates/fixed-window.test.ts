@@ -3,7 +3,7 @@ import fc from 'fast-check'
 import assert from 'node:assert/strict'
 import { fixedWindow } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
-import { agreesWithModel, deterministic, recoveredIsFresh, moreIsExact, resetIsExact, retryIsLeast, roundTrips, run, scenarioArb } from './fixtures/harness.js'
+import { agreesWithModel, checkCharges, held, deterministic, recoveredIsFresh, moreIsExact, resetIsExact, retryIsLeast, roundTrips, run, scenarioArb } from './fixtures/harness.js'
 import type { Model } from './fixtures/harness.js'
 
 // Reference model: a count per aligned window index. Calls count into the window of the furthest
@@ -18,15 +18,25 @@ class FixedWindowModel implements Model {
   }
 
   private used (now: number): number {
-    return this.counts.get(this.window(now)) ?? 0
+    return held(this.counts, this.window(now), this.policy.limit)
   }
 
   consume (now: number, cost: number): { allowed: boolean, remaining: number } {
     const w = this.window(now)
     this.clock = Math.max(this.clock, now)
     const allowed = this.used(now) + cost <= this.policy.limit
-    if (allowed) this.counts.set(w, this.used(now) + cost)
-    return { allowed, remaining: this.policy.limit - this.used(now) }
+    if (allowed) this.counts.set(w, (this.counts.get(w) ?? 0) + cost)
+    return { allowed, remaining: Math.max(0, this.policy.limit - this.used(now)) }
+  }
+
+  // Into the live window: at most 2 * limit held (one window of debt), at least 0.
+  charge (now: number, units: number): { allowed: boolean, remaining: number } {
+    const w = this.window(now)
+    this.clock = Math.max(this.clock, now)
+    const used = this.used(now)
+    const by = units > 0 ? Math.max(0, Math.min(units, 2 * this.policy.limit - used)) : -Math.min(used, -units)
+    this.counts.set(w, (this.counts.get(w) ?? 0) + by)
+    return { allowed: this.admits(now, 1), remaining: Math.max(0, this.policy.limit - this.used(now)) }
   }
 
   admits (now: number, cost: number): boolean {
@@ -109,4 +119,27 @@ t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh on
     roundTrips(fixedWindow, s)
   }), opts)
   t.pass('holds')
+})
+
+t.test('charges: a debt flows into the windows after, limit each; every property holds with the model', async (t) => {
+  const { denials, mores, charges } = checkCharges(fixedWindow, 'fixed-window', [smallSizes, realistic], (s) => new FixedWindowModel(s.policy, s.t0))
+  t.ok(charges > 500 && denials > 100 && mores > 100, `${charges} charges, ${denials} refusals, ${mores} moreAt checked`)
+})
+
+t.test('charges: table', async (t) => {
+  const p: Policy = { algorithm: 'fixed-window', limit: 3, windowMs: 100 }
+  const s0 = fixedWindow.fresh(p, 1200)
+  // 5 units into a window of 3: 2 owed into the next one.
+  const a = fixedWindow.charge(s0, p, 1250, 5)
+  t.same(a, { allowed: false, remaining: 0, retryAfterMs: 50, resetAt: 1400, moreAt: 1300, state: { start: 1200, count: 5 } })
+  const b = fixedWindow.consume(a.state, p, 1300, 1)
+  t.same(b, { allowed: true, remaining: 0, retryAfterMs: 0, resetAt: 1400, moreAt: 1400, state: { start: 1300, count: 3 } })
+  // At most one window of debt: 2 * limit held.
+  t.same(fixedWindow.charge(s0, p, 1250, 3).state, { start: 1200, count: 3 })
+  t.same(fixedWindow.charge(fixedWindow.charge(s0, p, 1250, 3).state, p, 1251, 3).state, { start: 1200, count: 6 })
+  t.same(fixedWindow.charge({ start: 1200, count: 6 }, p, 1251, 3).state, { start: 1200, count: 6 }, 'saturates')
+  t.equal(fixedWindow.charge({ start: 1200, count: 6 }, p, 1251, 3).retryAfterMs, 149, 'the window after holds the rest: admitted when it ends')
+  // Returned units: never below 0, never into a window that is gone.
+  t.same(fixedWindow.charge({ start: 1200, count: 2 }, p, 1250, -3).state, { start: 1200, count: 0 })
+  t.same(fixedWindow.charge({ start: 1200, count: 2 }, p, 1300, -1).state, { start: 1300, count: 0 })
 })

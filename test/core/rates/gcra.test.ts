@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { gcra, gcraScale } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import {
-  add, agreesWithModel, capacityOf, deterministic, floorOf, fmax, frac, le, mul, recoveredIsFresh, moreIsExact, resetIsExact,
+  add, agreesWithModel, capacityOf, checkCharges, fmin, deterministic, floorOf, fmax, frac, le, mul, recoveredIsFresh, moreIsExact, resetIsExact,
   retryIsLeast, roundTrips, run, scenarioArb, sub
 } from './fixtures/harness.js'
 import type { Frac, Model, Scenario } from './fixtures/harness.js'
@@ -32,6 +32,16 @@ class GcraModel implements Model {
     const slack = sub(this.tau, sub(fmax(this.tat, frac(now)), frac(now)))
     const remaining = Math.max(0, floorOf({ n: slack.n * this.I.d, d: slack.d * this.I.n }))
     return { allowed, remaining }
+  }
+
+  // tat moves by units * I from max(tat, now): ahead at most now + 2 * tau, back to now at most;
+  // a charge never moves it back.
+  charge (now: number, units: number): { allowed: boolean, remaining: number } {
+    const base = fmax(this.tat, frac(now))
+    const moved = add(base, mul(this.I, units))
+    this.tat = units > 0 ? fmax(base, fmin(moved, add(frac(now), mul(this.tau, 2)))) : fmax(frac(now), moved)
+    const slack = sub(this.tau, sub(fmax(this.tat, frac(now)), frac(now)))
+    return { allowed: this.admits(now, 1), remaining: Math.max(0, floorOf({ n: slack.n * this.I.d, d: slack.d * this.I.n })) }
   }
 
   admits (now: number, cost: number): boolean {
@@ -135,4 +145,19 @@ t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh on
     roundTrips(gcra, s)
   }), opts)
   t.pass('holds')
+})
+
+t.test('charges: tat up to two tolerances ahead, a debt that time repays; every property holds with the model', async (t) => {
+  const { denials, mores, charges } = checkCharges(gcra, 'gcra', [smallSizes, realistic], (s) => new GcraModel(s.policy, s.t0))
+  t.ok(charges > 500 && denials > 100 && mores > 100, `${charges} charges, ${denials} refusals, ${mores} moreAt checked`)
+})
+
+t.test('charges: table', async (t) => {
+  // 1 per 10 ms, burst 2: s = 1, T = 10, tau = 20.
+  const p: Policy = { algorithm: 'gcra', limit: 1, windowMs: 10, burst: 2 }
+  const s0 = gcra.fresh(p, 1000)
+  const a = gcra.charge(s0, p, 1000, 3)
+  t.same(a, { allowed: false, remaining: 0, retryAfterMs: 20, resetAt: 1030, moreAt: 1020, state: { tat: 1030 } })
+  t.same(gcra.charge(a.state, p, 1000, 2).state, { tat: 1040 }, 'two tolerances ahead at most')
+  t.same(gcra.charge(a.state, p, 1000, -5).state, { tat: 1000 }, 'back to now at most')
 })

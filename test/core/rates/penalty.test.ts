@@ -1,6 +1,7 @@
 import t from 'tap'
 import fc from 'fast-check'
-import { kernelFor, kernelOf, MAX_STRIKES, type Outcome, type PenalizedState, type Policy } from '../../../lib/core/rates/index.js'
+import { checkCharges } from './fixtures/harness.js'
+import { kernelFor, kernelOf, MAX_STRIKES, withPenalty, type Outcome, type PenalizedState, type Policy } from '../../../lib/core/rates/index.js'
 import { capacityOf, normalizePolicy } from '../../../lib/rates/policy.js'
 
 /** Decides a run of (time, cost) on one identity, from a fresh state; the outcomes in order. */
@@ -123,4 +124,22 @@ t.test('property: a refusal\'s wait is honest (the same cost passes then, when n
     return true
   }), { numRuns: 2000 })
   t.pass('2000 runs')
+})
+
+t.test('charges through a penalty: the block stays as it is, every property holds', async (t) => {
+  const sizes = { maxLimit: 12, maxWindow: 30, maxBurst: 10, maxOps: 20 }
+  let charges = 0
+  for (const algorithm of ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra'] as const) {
+    for (const penalty of [{ mode: 'restart' as const }, { mode: 'double' as const, maxMs: 200 }]) {
+      charges += checkCharges(withPenalty(kernelOf(algorithm), penalty), algorithm, [algorithm === 'token-bucket' || algorithm === 'gcra' ? sizes : { ...sizes, maxBurst: undefined }]).charges
+    }
+  }
+  t.ok(charges > 1000, `${charges} charges`)
+  // A charge during a block: refused until the block ends (or the quota has a unit), strikes kept.
+  const policy = normalizePolicy({ algorithm: 'fixed-window', limit: 2, windowMs: 1000, penalty: 'restart' })
+  const kernel = kernelFor(policy)
+  const refused = kernel.consume(kernel.consume(kernel.consume(kernel.fresh(policy, 0), policy, 0, 2).state, policy, 1, 1).state, policy, 2, 1) as Outcome<PenalizedState>
+  const charged = kernel.charge(refused.state, policy, 3, -2) as Outcome<PenalizedState>
+  t.same(view(charged), [false, 0, refused.state.blockedUntil - 3, refused.state.strikes])
+  t.ok(kernel.consume(charged.state, policy, refused.state.blockedUntil, 2).allowed, 'the units returned are there when the block ends')
 })

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { slidingWindowCounter as swc } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import {
-  add, agreesWithModel, cmp, deterministic, floorOf, frac, le, recoveredIsFresh, moreIsExact, resetIsExact, retryIsLeast,
+  add, agreesWithModel, checkCharges, held, cmp, deterministic, floorOf, frac, le, recoveredIsFresh, moreIsExact, resetIsExact, retryIsLeast,
   roundTrips, run, scenarioArb, sub
 } from './fixtures/harness.js'
 import type { Frac, Model } from './fixtures/harness.js'
@@ -17,8 +17,10 @@ class SlidingModel implements Model {
   clock: number
   constructor (readonly policy: Policy, t0: number) { this.clock = t0 }
 
+  // What window w holds, a debt that flowed in included (`held`); a previous window's share is at
+  // most the limit (the rest of it flowed on).
   private count (w: number): number {
-    return this.counts.get(w) ?? 0
+    return held(this.counts, w, this.policy.limit)
   }
 
   private where (now: number): { w: number, e: number } {
@@ -31,7 +33,7 @@ class SlidingModel implements Model {
   private estimate (now: number): { w: number, share: Frac, est: Frac } {
     const W = this.policy.windowMs
     const { w, e } = this.where(now)
-    const share = frac(this.count(w - 1) * (W - e), W)
+    const share = frac(Math.min(this.policy.limit, this.count(w - 1)) * (W - e), W)
     return { w, share, est: add(share, frac(this.count(w))) }
   }
 
@@ -39,10 +41,21 @@ class SlidingModel implements Model {
     const { w, share, est } = this.estimate(now)
     this.clock = Math.max(this.clock, now)
     const allowed = le(add(est, frac(cost)), frac(this.policy.limit))
-    if (allowed) this.counts.set(w, this.count(w) + cost)
+    if (allowed) this.counts.set(w, (this.counts.get(w) ?? 0) + cost)
     // The largest k with share + count(w) + k <= limit.
     const remaining = Math.max(0, floorOf(sub(sub(frac(this.policy.limit), share), frac(this.count(w)))))
     return { allowed, remaining }
+  }
+
+  // Into the live window: at most 2 * limit held there (one window of debt), at least 0.
+  charge (now: number, units: number): { allowed: boolean, remaining: number } {
+    const { w, share } = this.estimate(now)
+    this.clock = Math.max(this.clock, now)
+    const used = this.count(w)
+    const by = units > 0 ? Math.max(0, Math.min(units, 2 * this.policy.limit - used)) : -Math.min(used, -units)
+    this.counts.set(w, (this.counts.get(w) ?? 0) + by)
+    const remaining = Math.max(0, floorOf(sub(sub(frac(this.policy.limit), share), frac(this.count(w)))))
+    return { allowed: this.admits(now, 1), remaining }
   }
 
   admits (now: number, cost: number): boolean {
@@ -153,4 +166,26 @@ t.test('large limit * windowMs stays exact', async (t) => {
   t.notOk(swc.consume(b.state, p, W + b.retryAfterMs, 1).allowed)
   const c = swc.consume(a.state, p, 1, p.limit)
   t.equal(c.retryAfterMs, 2 * W - 1)
+})
+
+t.test('charges: a debt flows into the windows after, limit each; every property holds with the model', async (t) => {
+  const { denials, mores, charges } = checkCharges(swc, 'sliding-window-counter', [smallSizes, realistic], (s) => new SlidingModel(s.policy, s.t0))
+  t.ok(charges > 500 && denials > 100 && mores > 100, `${charges} charges, ${denials} refusals, ${mores} moreAt checked`)
+})
+
+t.test('charges: table', async (t) => {
+  const p: Policy = { algorithm: 'sliding-window-counter', limit: 10, windowMs: 100 }
+  const s0 = swc.fresh(p, 1200)
+  // 15 units into a window of 10: 5 owed into the next one.
+  const a = swc.charge(s0, p, 1250, 15)
+  t.same(a.state, { start: 1200, previous: 0, current: 15 })
+  t.same([a.allowed, a.remaining, a.resetAt], [false, 0, 1500])
+  // At 1300 the window holds the 5 owed and the previous one its 10: a unit passes at e' with
+  // 10 * (100 - e') <= 4 * 100, e' = 60.
+  t.equal(a.retryAfterMs, 110)
+  t.same(swc.consume(a.state, p, 1300, 1).state, { start: 1300, previous: 10, current: 5 })
+  t.notOk(swc.consume(a.state, p, 1359, 1).allowed)
+  t.ok(swc.consume(a.state, p, 1360, 1).allowed)
+  t.same(swc.charge(swc.charge(s0, p, 1250, 10).state, p, 1251, 15).state, { start: 1200, previous: 0, current: 20 }, 'saturates at 2 * limit')
+  t.same(swc.charge({ start: 1200, previous: 4, current: 2 }, p, 1250, -3).state, { start: 1200, previous: 4, current: 0 }, 'units come back from the current window only')
 })

@@ -5,7 +5,7 @@ import { bucket, newBucket, take } from '../../../lib/core/bucket.js'
 import { tokenBucket } from '../../../lib/core/rates/index.js'
 import type { Policy } from '../../../lib/core/rates/index.js'
 import {
-  add, agreesWithModel, capacityOf, deterministic, fmin, floorOf, frac, le, recoveredIsFresh,
+  add, agreesWithModel, capacityOf, checkCharges, fmax, deterministic, fmin, floorOf, frac, le, recoveredIsFresh,
   moreIsExact, resetIsExact, retryIsLeast, roundTrips, run, scenarioArb, sub
 } from './fixtures/harness.js'
 import type { Frac, Model, Scenario } from './fixtures/harness.js'
@@ -31,7 +31,17 @@ class TokenBucketModel implements Model {
     this.clock = Math.max(this.clock, now)
     const allowed = le(frac(cost), this.level)
     if (allowed) this.level = sub(this.level, frac(cost))
-    return { allowed, remaining: floorOf(this.level) }
+    return { allowed, remaining: Math.max(0, floorOf(this.level)) }
+  }
+
+  // Down to one capacity below empty (a debt), up to capacity; a charge never raises the level.
+  charge (now: number, units: number): { allowed: boolean, remaining: number } {
+    const cap = frac(capacityOf(this.policy))
+    const level = this.at(now)
+    const moved = sub(level, frac(units))
+    this.level = units > 0 ? fmin(level, fmax(sub(frac(0), cap), moved)) : fmin(cap, moved)
+    this.clock = Math.max(this.clock, now)
+    return { allowed: le(frac(1), this.level), remaining: Math.max(0, floorOf(this.level)) }
   }
 
   admits (now: number, cost: number): boolean {
@@ -135,4 +145,20 @@ t.test('(e) deterministic, inputs untouched; (f) a recovered state is a fresh on
     roundTrips(tokenBucket, s)
   }), opts)
   t.pass('holds')
+})
+
+t.test('charges: a debt below empty that time repays; every property holds with the model', async (t) => {
+  const { denials, mores, charges } = checkCharges(tokenBucket, 'token-bucket', [smallSizes, { maxLimit: 1000, maxWindow: 3_600_000, maxBurst: 2000, maxOps: 30, maxStart: 4_102_444_800_000 }], (s) => new TokenBucketModel(s.policy, s.t0))
+  t.ok(charges > 500 && denials > 100 && mores > 100, `${charges} charges, ${denials} refusals, ${mores} moreAt checked`)
+})
+
+t.test('charges: table', async (t) => {
+  const p: Policy = { algorithm: 'token-bucket', limit: 2, windowMs: 10, burst: 3 }
+  const s0 = tokenBucket.fresh(p, 1000)
+  // 5 tokens from 3: 2 owed; a token back every 5 ms, so 1 token at 1000 + 15.
+  const a = tokenBucket.charge(s0, p, 1000, 5)
+  t.same(a, { allowed: false, remaining: 0, retryAfterMs: 15, resetAt: 1025, moreAt: 1015, state: { tokens: -20, last: 1000 } })
+  t.same(tokenBucket.charge(a.state, p, 1000, 3).state, { tokens: -30, last: 1000 }, 'one capacity of debt at most')
+  t.same(tokenBucket.charge(s0, p, 1000, -1).state, { tokens: 30, last: 1000 }, 'never above capacity')
+  t.same(tokenBucket.charge(a.state, p, 1000, -1).state, { tokens: -10, last: 1000 })
 })
