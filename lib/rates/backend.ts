@@ -46,6 +46,12 @@ export interface BackendLimiter {
   state (identity: string): Promise<unknown>
   /** Forgets the identity's state (it starts fresh); true when there was one. */
   delete (identity: string): Promise<boolean>
+  /**
+   * Takes `units` (a checked safe integer, |units| <= capacity) whatever the quota holds — a debt
+   * that time repays — or returns -units. Resolves with what a cost-1 request would see now.
+   * Optional: a backend without it cannot charge after the work (`limiter.charge` says so).
+   */
+  charge? (identity: string, units: number): Promise<RateDecision>
   /** Present when the backend can decide synchronously. */
   readonly synchronous?: SynchronousDecisions
 }

@@ -150,3 +150,14 @@ export function validateCost (cost: unknown, capacity: number, capacityName = "t
   }
   return cost
 }
+
+/**
+ * Units a charge takes (positive) or returns (negative): a safe integer of at most the policy's
+ * capacity either way, since no state holds a debt of more than one capacity. 0 charges nothing.
+ */
+export function validateUnits (units: unknown, capacity: number, capacityName = "the policy's capacity"): number {
+  if (typeof units !== 'number' || !Number.isSafeInteger(units) || Math.abs(units) > capacity) {
+    throw new RatesInvalidArgumentError('units', `a safe integer from -${capacity} to ${capacity} (${capacityName}: a charge takes or returns at most that much)`, units)
+  }
+  return units
+}

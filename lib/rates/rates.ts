@@ -4,7 +4,7 @@ import type { BackendLimiter, StackLimiter } from './backend.js'
 import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { RateDecision } from './decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError } from './errors.js'
-import { encodeIdentity, validateCost, wellFormed, type Identity } from './identity.js'
+import { encodeIdentity, validateCost, validateUnits, wellFormed, type Identity } from './identity.js'
 import { sameStack } from './limiter-map.js'
 import { capacityOf, normalizePolicy, samePolicy } from './policy.js'
 import { normalizePolicies } from './policy-stack.js'
@@ -35,6 +35,13 @@ export interface RateLimiter {
   readonly policy: Readonly<Policy>
   /** Resolves with the decision (a deny is a decision); rejects with a `RatesError` when none can be made. */
   consume (identity: Identity, options?: ConsumeOptions): Promise<RateDecision>
+  /**
+   * Charges `units` known only after the work (tokens, bytes, rows): taken whatever the quota
+   * holds, so the identity may go into debt and is refused, with an honest wait, until time has
+   * repaid it; a negative amount returns units an estimate took too many of. |units| is at most the
+   * policy's capacity. Resolves with what a cost-1 request would see now.
+   */
+  charge (identity: Identity, units: number): Promise<RateDecision>
 }
 
 export interface RatesScope {
@@ -87,6 +94,23 @@ class Limiter implements RateLimiter {
       return Promise.reject(error)
     }
     return this.target.consume(key, cost)
+  }
+
+  charge (identity: Identity, units: number): Promise<RateDecision> {
+    if (this.runtime.isStopped) return Promise.reject(new RatesStoppedError(this.name))
+    const target = this.target
+    let key: string
+    let checked: number
+    try {
+      if (target.charge === undefined) {
+        throw new RatesInvalidArgumentError('units', `a backend that charges after the work (RatesBackend.limiter().charge): the ${JSON.stringify(this.runtime.backend.kind)} backend has none`, units)
+      }
+      key = encodeIdentity(identity)
+      checked = validateUnits(units, this.capacity)
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return target.charge(key, checked)
   }
 }
 

@@ -104,8 +104,18 @@ export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecision
 
   async consume (identity: string, cost: number): Promise<RateDecision> {
     if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    return this.decision(this.decide(identity, cost))
+  }
+
+  async charge (identity: string, units: number): Promise<RateDecision> {
+    if (this.backend.isStopped) throw new RatesStoppedError(this.address)
+    const now = this.backend.clock()
+    this.decidedAt = now
+    return this.decision(this.store.charge(identity, now, units))
+  }
+
+  private decision (verdict: Verdict): RateDecision {
     const store = this.store
-    const verdict = this.decide(identity, cost)
     if (verdict === ADMITTED) return allowedDecision(store.remaining, store.resetAt, store.moreAt)
     if (verdict === UNDECIDABLE) {
       throw new RatesUnavailableError(`the memory backend tracks ${this.backend.maxIdentities} identities for this limiter, all with live state`, { retryAfterMs: store.retryAfterMs })

@@ -1,4 +1,4 @@
-import type { Kernel, Policy } from '../../core/rates/types.js'
+import type { Kernel, Outcome, Policy } from '../../core/rates/types.js'
 import { ADMITTED, LIMITED, UNDECIDABLE, type Verdict } from '../../rates/backend.js'
 import { capacityOf } from '../../rates/policy.js'
 import { StateTable } from './state-table.js'
@@ -37,15 +37,19 @@ export class MemoryLimiter {
   standingResetAt = 0
   standingMoreAt = 0
   private readonly capacity: number
+  /** Once charged, a state may hold a debt, and recover later than a request alone can make it. */
+  private charged = false
 
   constructor (kernel: Kernel<unknown>, policy: Policy, maxIdentities: number) {
     this.kernel = kernel
     this.policy = policy
     this.capacity = capacityOf(policy)
     const fields = kernel.fields
+    const limiter = this
     this.table = new StateTable(fields, maxIdentities, {
       recoversAt: (data, slot) => kernel.recoversAt(kernel.read(data, slot * fields), policy),
-      worstRecovery: worstRecovery(policy)
+      // A getter: a limiter that has charged may hold a debt from then on.
+      get worstRecovery () { return worstRecovery(policy, limiter.charged) }
     })
   }
 
@@ -56,23 +60,42 @@ export class MemoryLimiter {
   }
 
   consume (key: string, now: number, cost: number): Verdict {
+    const slot = this.slotOf(key, now)
+    if (slot === -1) return this.saturated(now)
+    return this.store(slot, this.kernel.consume(this.stateIn(slot, now), this.policy, now, cost))
+  }
+
+  /**
+   * Charges `units` (|units| <= capacity) whatever the state holds (`Kernel.charge`): a debt the
+   * identity repays in time, or units returned. The fields then say what a cost-1 request would
+   * see. A new identity with no slot free cannot be charged (SATURATED): nothing is stored.
+   */
+  charge (key: string, now: number, units: number): Verdict {
+    const slot = this.slotOf(key, now)
+    if (slot === -1) return this.saturated(now)
+    this.charged = true
+    return this.store(slot, this.kernel.charge(this.stateIn(slot, now), this.policy, now, units))
+  }
+
+  // The slot of `key`, a new one for a new identity (`placing`), or -1 when none is free.
+  private placing = false
+  private slotOf (key: string, now: number): number {
     const table = this.table
+    const slot = table.find(key)
+    this.placing = slot === -1
+    if (slot === -1) return table.insert(key, now)
+    table.touched(slot)
+    return slot
+  }
+
+  private stateIn (slot: number, now: number): unknown {
+    return this.placing ? this.kernel.fresh(this.policy, now) : this.kernel.read(this.table.data, slot * this.kernel.fields)
+  }
+
+  private store (slot: number, outcome: Outcome<unknown>): Verdict {
     const kernel = this.kernel
-    const fields = kernel.fields
-    let slot = table.find(key)
-    let state: unknown
-    const fresh = slot === -1
-    if (fresh) {
-      slot = table.insert(key, now)
-      if (slot === -1) return this.saturated(now)
-      state = kernel.fresh(this.policy, now)
-    } else {
-      table.touched(slot)
-      state = kernel.read(table.data, slot * fields)
-    }
-    const outcome = kernel.consume(state, this.policy, now, cost)
-    kernel.write(outcome.state, table.data, slot * fields)
-    if (fresh) table.placed(slot, kernel.recoversAt(outcome.state, this.policy))
+    kernel.write(outcome.state, this.table.data, slot * kernel.fields)
+    if (this.placing) this.table.placed(slot, kernel.recoversAt(outcome.state, this.policy))
     this.retryAfterMs = outcome.retryAfterMs
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt
@@ -160,15 +183,20 @@ export class MemoryLimiter {
   }
 }
 
-/** The longest any state of `policy` takes to recover fully, in ms: an upper bound for waits. */
-export function worstRecovery (policy: Policy): number {
+/**
+ * The longest any state of `policy` takes to recover fully, in ms: an upper bound for waits. With
+ * a charge's `debt` (at most one capacity beyond empty) a bucket's and a fixed window's double,
+ * and a sliding window's takes one window more.
+ */
+export function worstRecovery (policy: Policy, debt = false): number {
+  const d = debt ? 1 : 0
   switch (policy.algorithm) {
     case 'token-bucket':
     case 'gcra':
-      return Math.ceil(((policy.burst ?? policy.limit) * policy.windowMs) / policy.limit)
+      return Math.ceil(((1 + d) * (policy.burst ?? policy.limit) * policy.windowMs) / policy.limit)
     case 'fixed-window':
-      return policy.windowMs
+      return (1 + d) * policy.windowMs
     case 'sliding-window-counter':
-      return 2 * policy.windowMs
+      return (2 + d) * policy.windowMs
   }
 }
