@@ -155,3 +155,29 @@ const PENALTY_SHAPE = { keys: PENALTY_KEYS, expected: "'restart', 'double' or a 
 function safe (complain: Complain, path: string, policy: Policy, subject: string, value: bigint, formula: string): void {
   if (value > MAX_SAFE) throw complain({ path, expected: SAFE, value: { ...policy }, subject, got: `${value} (${formula})` })
 }
+
+/**
+ * Why `policy` cannot hold a charge's debt exactly, or undefined when it can. A debt of one
+ * capacity, plus a cost, triples the largest number a kernel handles: `burst * windowMs` (token
+ * bucket), GCRA's `tat` ahead of its time scale until 2100, the window count (`limit`). A policy
+ * near the safe-integer bound for requests alone may not have that room.
+ */
+export function chargeProblem (policy: Policy): string | undefined {
+  const burst = BigInt(policy.burst ?? policy.limit)
+  const limit = BigInt(policy.limit)
+  const windowMs = BigInt(policy.windowMs)
+  let value: bigint
+  let formula: string
+  if (policy.algorithm === 'token-bucket') {
+    value = 3n * burst * windowMs
+    formula = '3 * burst * windowMs'
+  } else if (policy.algorithm === 'gcra') {
+    const g = BigInt(gcd(policy.limit, policy.windowMs))
+    value = (limit / g) * BigInt(GCRA_HORIZON_MS) + 3n * burst * (windowMs / g)
+    formula = `limit / gcd(limit, windowMs) * ${GCRA_HORIZON_MS} + 3 * burst * windowMs / gcd(limit, windowMs)`
+  } else {
+    value = 3n * limit
+    formula = '3 * limit'
+  }
+  return value > MAX_SAFE ? `${formula} = ${value}, above ${Number.MAX_SAFE_INTEGER}: a debt of one capacity would not stay exact` : undefined
+}

@@ -6,7 +6,7 @@ import type { RateDecision } from './decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError } from './errors.js'
 import { encodeIdentity, validateCost, validateUnits, wellFormed, type Identity } from './identity.js'
 import { sameStack } from './limiter-map.js'
-import { capacityOf, normalizePolicy, samePolicy } from './policy.js'
+import { capacityOf, chargeProblem, normalizePolicy, samePolicy } from './policy.js'
 import { normalizePolicies } from './policy-stack.js'
 import type { RatesRuntime } from './runtime.js'
 import { StackedLimiter, type StackedRateLimiter } from './stacked-limiter.js'
@@ -105,6 +105,8 @@ class Limiter implements RateLimiter {
       if (target.charge === undefined) {
         throw new RatesInvalidArgumentError('units', `a backend that charges after the work (RatesBackend.limiter().charge): the ${JSON.stringify(this.runtime.backend.kind)} backend has none`, units)
       }
+      const problem = chargeProblem(this.policy)
+      if (problem !== undefined) throw new RatesInvalidArgumentError('policy', 'a policy with room for a debt of one capacity (a smaller burst or windowMs)', { ...this.policy }, { got: problem })
       key = encodeIdentity(identity)
       checked = validateUnits(units, this.capacity)
     } catch (error) {

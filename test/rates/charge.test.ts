@@ -3,10 +3,13 @@
 // nothing. The clock is injected into the memory backend: no sleeping.
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import admission, { memoryBackend, RatesInvalidArgumentError, RatesStoppedError, type RatesBackend } from '../../lib/index.js'
+import admission, { memoryBackend, RatesInvalidArgumentError, RatesStoppedError, type RateDecision, type RatesBackend } from '../../lib/index.js'
+import { chargeProblem, normalizePolicy } from '../../lib/rates/policy.js'
 import { rejection } from '../helpers/errors.js'
 
 const T0 = 1_700_000_000_000
+
+const waitOf = (d: RateDecision): number => (d.denied ? d.retryAfterMs : 0)
 
 async function build (t: Test, clock: { now: number }, backend?: RatesBackend): Promise<FastifyInstance> {
   const app = Fastify()
@@ -24,9 +27,9 @@ t.test('a charge beyond what is left puts the identity in debt; it is refused un
   // The work used 150: 90 more than the estimate, 50 beyond the bucket.
   const owed = await llm.charge('ada', 90)
   t.same([owed.allowed, owed.remaining], [false, 0])
-  t.equal(owed.retryAfterMs, 51 * 600, '50 owed and 1 to spend: 51 tokens of refill')
+  t.equal(waitOf(owed), 51 * 600, '50 owed and 1 to spend: 51 tokens of refill')
   const refused = await llm.consume('ada')
-  t.same([refused.allowed, refused.retryAfterMs], [false, 51 * 600], 'a request in debt is refused with the same wait')
+  t.same([refused.allowed, waitOf(refused)], [false, 51 * 600], 'a request in debt is refused with the same wait')
   clock.now += 51 * 600 - 1
   t.notOk((await llm.consume('ada')).allowed, 'one ms before the wait: still refused')
   clock.now += 1
@@ -52,7 +55,7 @@ t.test('a debt is at most one capacity: what is owed beyond it is not recorded',
   await bytes.charge('ada', 10)
   const third = await bytes.charge('ada', 10)
   // 20 held: this window and the next; admitted from the window after (T0 is a window start).
-  t.equal(third.retryAfterMs, 2000)
+  t.equal(waitOf(third), 2000)
   t.equal(third.resetAt, T0 + 2000)
 })
 
@@ -86,4 +89,31 @@ t.test('a backend without charge says so; a stopped runtime rejects', async (t) 
   t.match(await rejection(t, () => limiter.charge('ada', 1)), { code: 'RATES_INVALID_ARGUMENT', message: /"consume-only" backend has none/ })
   await app.close()
   t.ok(await rejection(t, () => limiter.charge('ada', 1)) instanceof RatesStoppedError)
+})
+
+t.test('a new identity with every slot live is not charged: RATES_UNAVAILABLE with a wait that allows for debts', async (t) => {
+  const clock = { now: T0 }
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { backend: memoryBackend({ clock: () => clock.now, maxIdentities: 1 }), rateLimit: false })
+  const limiter = app.rates.use('one', { algorithm: 'fixed-window', limit: 10, windowMs: 1000 })
+  await limiter.consume('ada')
+  await limiter.charge('ada', 10)
+  const error = await rejection(t, () => limiter.charge('bob', 1))
+  // A state charged may owe a window beyond its own: the wait is the worst recovery with a debt.
+  t.match(error, { code: 'RATES_UNAVAILABLE', retryAfterMs: 2000 })
+  t.equal(waitOf(await limiter.consume('ada')), 1000, 'ada owes 1 into the next window, where a request fits')
+})
+
+t.test('a policy without room for a debt of one capacity is told so at the charge; its consumes are unaffected', async (t) => {
+  const clock = { now: T0 }
+  const app = await build(t, clock)
+  // 1e8 a day: burst * windowMs is a safe integer, three times it is not.
+  const daily = app.rates.use('daily', { algorithm: 'token-bucket', limit: 100_000_000, windowMs: 86_400_000 })
+  t.match(await rejection(t, () => daily.charge('ada', 1)), { code: 'RATES_INVALID_ARGUMENT', path: 'policy', message: /3 \* burst \* windowMs = 25920000000000000,/ })
+  t.ok((await daily.consume('ada')).allowed)
+  t.match(chargeProblem(normalizePolicy({ algorithm: 'fixed-window', limit: 4e15, windowMs: 1 })), /^3 \* limit = 12000000000000000/)
+  t.match(chargeProblem(normalizePolicy({ algorithm: 'gcra', limit: 2195, windowMs: 1_000_000_000_001 })), /^limit \/ gcd\(limit, windowMs\)/)
+  t.equal(chargeProblem(normalizePolicy({ algorithm: 'gcra', limit: 100, windowMs: 60_000 })), undefined)
+  t.equal(chargeProblem(normalizePolicy({ algorithm: 'sliding-window-counter', limit: 100, windowMs: 60_000 })), undefined)
 })

@@ -93,12 +93,13 @@ function waitFor (start: number, p: number, c: number, cost: number, now: number
   // c + cost > limit: not in this window. k windows on (roll), the counts are
   // p_k = clamp(c - (k - 1) * limit, 0, limit) and c_k = max(0, c - k * limit); the first window
   // where c_k + cost fits is k = ceil((c + cost - limit) / limit) (>= 1), and in it the cost passes
-  // at elapsed e' once p_k * (W - e') <= room_k * W: at its start when p_k = 0, else at
-  // W - floor(room_k * W / p_k) (W itself is the start of the window after, where p = c_k fits).
+  // at elapsed e' once p_k * (W - e') <= room_k * W: at W - floor(room_k * W / p_k), or its start
+  // when that is negative (W itself is the start of the window after, where p = c_k fits). p_k > 0:
+  // c > (k - 1) * limit, since cost <= limit.
   const k = ceilDiv(-room, limit)
-  const pk = Math.min(limit, Math.max(0, c - (k - 1) * limit))
+  const pk = Math.min(limit, c - (k - 1) * limit)
   const roomK = limit - Math.max(0, c - k * limit) - cost
-  const e = pk === 0 ? 0 : Math.max(0, W - floorDiv(roomK * W, pk))
+  const e = Math.max(0, W - floorDiv(roomK * W, pk))
   return untilNext + (k - 1) * W + e
 }
 

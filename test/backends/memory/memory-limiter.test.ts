@@ -264,6 +264,7 @@ t.test('keys never share states, for every algorithm', async (t) => {
 })
 
 t.test('worstRecovery: the longest any state takes to recover, per algorithm', async (t) => {
+  t.same(['token-bucket', 'gcra', 'fixed-window', 'sliding-window-counter'].map((algorithm) => worstRecovery({ algorithm: algorithm as 'gcra', limit: 100, windowMs: 60_000 }, true)), [120_000, 120_000, 120_000, 180_000], 'with a debt of one capacity')
   t.equal(worstRecovery({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 20 }), 12_000)
   t.equal(worstRecovery({ algorithm: 'token-bucket', limit: 3, windowMs: 1000, burst: 2 }), 667, 'rounded up')
   t.equal(worstRecovery({ algorithm: 'token-bucket', limit: 100, windowMs: 60_000 }), 60_000, 'burst defaults to limit')
