@@ -42,7 +42,9 @@ export function withPenalty (kernel: Kernel<unknown>, penalty: Penalty): Kernel<
       allowed: false,
       remaining: 0,
       retryAfterMs: end - now,
-      resetAt: Math.max(now, end, kernel.recoversAt(inner, policy)),
+      // The quota's own full tick as it stands (a cost-0 look stores and takes nothing): exact also
+      // for a quota already full on a clock that stepped back, which recoversAt puts at its ticks.
+      resetAt: Math.max(end, kernel.consume(inner, policy, now, 0).resetAt),
       // A unit comes back when the block ends, or later when the quota has none then. A look
       // that passed had one; a refused look stored nothing, so its numbers are the quota's as it stands.
       moreAt: look.allowed || look.remaining > 0 ? until : Math.max(until, look.moreAt),
