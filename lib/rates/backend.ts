@@ -84,6 +84,12 @@ export interface StackLimiter {
   consume (identity: string, cost: number): Promise<StackDecision>
   /** Whether `cost` would pass every policy now; stores nothing. */
   check (identity: string, cost: number): Promise<StackDecision>
+  /**
+   * Charges `units` (a checked safe integer, |units| at most the stack's largest capacity) to every
+   * policy, each as `BackendLimiter.charge` does (its debt bounded by its own capacity), or to
+   * none. Optional, as for a single limiter.
+   */
+  charge? (identity: string, units: number): Promise<StackDecision>
   /** Each policy's stored state (as `BackendLimiter.state`), in the stack's order. */
   state (identity: string): Promise<unknown[]>
   /** Forgets the identity's state under every policy; true when there was one. */

@@ -4,9 +4,10 @@ import type { BackendLimiter, StackLimiter } from './backend.js'
 import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { RateDecision } from './decision.js'
 import { RatesInvalidArgumentError, RatesPolicyConflictError, RatesStoppedError } from './errors.js'
-import { encodeIdentity, validateCost, validateUnits, wellFormed, type Identity } from './identity.js'
+import { encodeIdentity, validateCost, wellFormed, type Identity } from './identity.js'
 import { sameStack } from './limiter-map.js'
-import { capacityOf, chargeProblem, normalizePolicy, samePolicy } from './policy.js'
+import { checkCharge, type CheckedCharge } from './charge-check.js'
+import { capacityOf, normalizePolicy, samePolicy } from './policy.js'
 import { normalizePolicies } from './policy-stack.js'
 import type { RatesRuntime } from './runtime.js'
 import { StackedLimiter, type StackedRateLimiter } from './stacked-limiter.js'
@@ -98,21 +99,14 @@ class Limiter implements RateLimiter {
 
   charge (identity: Identity, units: number): Promise<RateDecision> {
     if (this.runtime.isStopped) return Promise.reject(new RatesStoppedError(this.name))
-    const target = this.target
-    let key: string
-    let checked: number
+    const charge = this.target.charge?.bind(this.target)
+    let checked: CheckedCharge
     try {
-      if (target.charge === undefined) {
-        throw new RatesInvalidArgumentError('units', `a backend that charges after the work (RatesBackend.limiter().charge): the ${JSON.stringify(this.runtime.backend.kind)} backend has none`, units)
-      }
-      const problem = chargeProblem(this.policy)
-      if (problem !== undefined) throw new RatesInvalidArgumentError('policy', 'a policy with room for a debt of one capacity (a smaller burst or windowMs)', { ...this.policy }, { got: problem })
-      key = encodeIdentity(identity)
-      checked = validateUnits(units, this.capacity)
+      checked = checkCharge(this.runtime.backend.kind, charge !== undefined, this.policy, identity, units, this.capacity)
     } catch (error) {
       return Promise.reject(error)
     }
-    return target.charge(key, checked)
+    return (charge as NonNullable<typeof charge>)(checked.key, checked.units)
   }
 }
 

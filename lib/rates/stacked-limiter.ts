@@ -4,6 +4,8 @@ import { costOption, type ConsumeOptions } from './consume-options.js'
 import type { StackDecision } from './decision.js'
 import { RatesStoppedError } from './errors.js'
 import { encodeIdentity, validateCost, type Identity } from './identity.js'
+import { checkCharge, type CheckedCharge } from './charge-check.js'
+import { capacityOf } from './policy.js'
 import { stackCapacity } from './policy-stack.js'
 import type { RatesRuntime } from './runtime.js'
 
@@ -22,6 +24,12 @@ export interface StackedRateLimiter {
   consume (identity: Identity, options?: ConsumeOptions): Promise<StackDecision>
   /** Whether the cost would pass every policy now, as `consume` would decide it; consumes nothing. */
   check (identity: Identity, options?: ConsumeOptions): Promise<StackDecision>
+  /**
+   * Charges `units` known only after the work to every policy, as `RateLimiter.charge` does for
+   * one: each policy may go into debt (up to its own capacity) or get units back. |units| is at
+   * most the stack's largest capacity. Resolves with what a cost-1 request would see now.
+   */
+  charge (identity: Identity, units: number): Promise<StackDecision>
 }
 
 const CAPACITY = "the smallest capacity of the limiter's policies"
@@ -61,5 +69,17 @@ export class StackedLimiter implements StackedRateLimiter {
       return Promise.reject(error)
     }
     return store ? this.target.consume(key, cost) : this.target.check(key, cost)
+  }
+
+  charge (identity: Identity, units: number): Promise<StackDecision> {
+    if (this.runtime.isStopped) return Promise.reject(new RatesStoppedError(this.name))
+    const charge = this.target.charge?.bind(this.target)
+    let checked: CheckedCharge
+    try {
+      checked = checkCharge(this.runtime.backend.kind, charge !== undefined, this.policies, identity, units, Math.max(...this.policies.map(capacityOf)), "the largest capacity of the limiter's policies")
+    } catch (error) {
+      return Promise.reject(error)
+    }
+    return (charge as NonNullable<typeof charge>)(checked.key, checked.units)
   }
 }

@@ -117,3 +117,65 @@ t.test('a policy without room for a debt of one capacity is told so at the charg
   t.equal(chargeProblem(normalizePolicy({ algorithm: 'gcra', limit: 100, windowMs: 60_000 })), undefined)
   t.equal(chargeProblem(normalizePolicy({ algorithm: 'sliding-window-counter', limit: 100, windowMs: 60_000 })), undefined)
 })
+
+t.test('a stack charges every policy, each up to its own debt; refused while any is in debt, with the longest wait', async (t) => {
+  const clock = { now: T0 }
+  const app = await build(t, clock)
+  // 10 a second (burst 10) and 100 a minute.
+  const tokens = app.rates.use('tokens', [
+    { algorithm: 'token-bucket', limit: 10, windowMs: 1000 },
+    { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 }
+  ])
+  t.ok((await tokens.consume('ada')).allowed)
+  // 50 more than the estimate: the bucket keeps a debt of one capacity (10 below empty), the
+  // window counts all 51.
+  const owed = await tokens.charge('ada', 50)
+  t.same(owed.policies.map((p) => [p.allowed, p.remaining]), [[false, 0], [true, 49]])
+  t.equal(waitOf(owed), 1100, '10 owed and 1 to spend: 11 tokens at 10 a second')
+  clock.now += 1099
+  t.notOk((await tokens.consume('ada')).allowed, 'one ms early: refused')
+  clock.now += 1
+  const back = await tokens.consume('ada')
+  t.same([back.allowed, back.policies[1]!.remaining], [true, 48], 'at the wait; the minute still counts what was charged')
+  // Units back: each policy returns up to its own full capacity.
+  const refund = await tokens.charge('ada', -100)
+  t.same(refund.policies.map((p) => p.remaining), [10, 100])
+})
+
+t.test('a stack: |units| up to its largest capacity; a policy without room for a debt, a backend without charge, no free slot', async (t) => {
+  const clock = { now: T0 }
+  const app = await build(t, clock)
+  const both = app.rates.use('both', [{ algorithm: 'token-bucket', limit: 10, windowMs: 1000 }, { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 }])
+  t.ok((await both.charge('ada', 100)).denied, 'the largest capacity is the bound')
+  t.match(await rejection(t, () => both.charge('ada', 101)), { code: 'RATES_INVALID_ARGUMENT', path: 'units', message: /-100 to 100 \(the largest capacity/ })
+  t.match(await rejection(t, () => both.charge('ada', 1.5)), { code: 'RATES_INVALID_ARGUMENT', path: 'units' })
+  const daily = app.rates.use('daily', [{ algorithm: 'fixed-window', limit: 10, windowMs: 1000 }, { algorithm: 'token-bucket', limit: 100_000_000, windowMs: 86_400_000 }])
+  t.match(await rejection(t, () => daily.charge('ada', 1)), { code: 'RATES_INVALID_ARGUMENT', path: 'policies[1]', message: /3 \* burst \* windowMs/ })
+
+  const inner = memoryBackend({ clock: () => clock.now })
+  const noStackCharge: RatesBackend = {
+    kind: 'stack-consume-only',
+    limiter: (address, policy) => inner.limiter(address, policy),
+    stack: (address, policies) => {
+      const s = inner.stack!(address, policies)
+      return { policies: s.policies, consume: s.consume.bind(s), check: s.check.bind(s), state: s.state.bind(s), delete: s.delete.bind(s) }
+    },
+    stop: () => inner.stop()
+  }
+  const other = Fastify()
+  t.teardown(() => other.close())
+  await other.register(admission, { backend: noStackCharge, rateLimit: false })
+  const plain = other.rates.use('plain', [{ algorithm: 'fixed-window', limit: 10, windowMs: 1000 }])
+  t.match(await rejection(t, () => plain.charge('ada', 1)), { code: 'RATES_INVALID_ARGUMENT', message: /"stack-consume-only" backend has none/ })
+  await other.close()
+  t.ok(await rejection(t, () => plain.charge('ada', 1)) instanceof RatesStoppedError)
+
+  const full = Fastify()
+  t.teardown(() => full.close())
+  await full.register(admission, { backend: memoryBackend({ clock: () => clock.now, maxIdentities: 1 }), rateLimit: false })
+  const one = full.rates.use('one', [{ algorithm: 'fixed-window', limit: 10, windowMs: 1000 }, { algorithm: 'gcra', limit: 10, windowMs: 1000 }])
+  await one.consume('ada')
+  t.match(await rejection(t, () => one.charge('bob', 3)), { code: 'RATES_UNAVAILABLE' })
+  await one.charge('ada', 3)
+  t.same((await one.check('ada')).policies.map((p) => p.remaining), [6, 6], "bob was charged under no policy; ada's charge counted under both")
+})

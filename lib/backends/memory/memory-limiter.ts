@@ -120,6 +120,20 @@ export class MemoryLimiter {
    * trial and its commit or drop nothing else may use this limiter (the stack is synchronous).
    */
   trial (key: string, now: number, cost: number): Verdict {
+    return this.attempt(key, now, cost, false)
+  }
+
+  /**
+   * Charges as `charge` does and stores nothing yet (a stack's charge: every policy or, when one
+   * cannot track a new identity, none). Its `commit()` stores the charged state whatever the
+   * verdict says, which is what a cost-1 request would see after it; the standing fields say the same.
+   */
+  trialCharge (key: string, now: number, units: number): Verdict {
+    this.charged = true
+    return this.attempt(key, now, units, true)
+  }
+
+  private attempt (key: string, now: number, amount: number, charging: boolean): Verdict {
     const table = this.table
     const kernel = this.kernel
     let slot = table.find(key)
@@ -138,7 +152,7 @@ export class MemoryLimiter {
       }
     }
     const state = fresh ? kernel.fresh(this.policy, now) : kernel.read(table.data, slot * kernel.fields)
-    const outcome = kernel.consume(state, this.policy, now, cost)
+    const outcome = charging ? kernel.charge(state, this.policy, now, amount) : kernel.consume(state, this.policy, now, amount)
     this.pendingState = outcome.state
     this.pendingSlot = slot
     this.pendingFresh = fresh
@@ -147,17 +161,17 @@ export class MemoryLimiter {
     this.remaining = outcome.remaining
     this.resetAt = outcome.resetAt
     this.moreAt = outcome.moreAt
-    if (!outcome.allowed) {
-      // A refusal takes nothing: its outcome is the state as it stands.
+    if (!outcome.allowed || charging) {
+      // A refusal takes nothing, and a charge's outcome is already the look after it: the state as it stands.
       this.standingRemaining = outcome.remaining
       this.standingResetAt = outcome.resetAt
       this.standingMoreAt = outcome.moreAt
-      return (this.trialVerdict = LIMITED)
+      return (this.trialVerdict = outcome.allowed ? ADMITTED : LIMITED)
     }
     // Every kernel's remaining falls by exactly the cost it admitted. A state that has already
     // recovered (a new identity's, or a window long past) is full now, not at its own tick: the
     // window kernels' recoversAt() is the window's start there, in the past.
-    this.standingRemaining = outcome.remaining + cost
+    this.standingRemaining = outcome.remaining + amount
     this.standingResetAt = Math.max(now, kernel.recoversAt(state, this.policy))
     // The first unit beyond the standing state's is not known from the trial: its full capacity
     // stands for it (later, never early), as the Redis stack script says it.

@@ -2,6 +2,7 @@ import { kernelOf, type Policy } from '../../core/rates/index.js'
 import { ADMITTED, LIMITED, UNDECIDABLE, type StackLimiter, type SynchronousStack, type Verdict } from '../../rates/backend.js'
 import type { PolicyOutcome, StackDecision } from '../../rates/decision.js'
 import { RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
+import { capacityOf } from '../../rates/policy.js'
 import { MemoryLimiter } from './memory-limiter.js'
 
 /** What a stack needs of its backend: the clock, the bound, and whether it has stopped. */
@@ -90,6 +91,46 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
     }
     this.retryAfterMs = verdict === LIMITED ? limitedWait : verdict === UNDECIDABLE ? saturatedWait : 0
     return verdict
+  }
+
+  /**
+   * Charges `units` to every policy (each as `Kernel.charge` does, its debt bounded by its own
+   * capacity: `units` clamped to twice it charges exactly the same), or to none when one cannot
+   * track a new identity. The decision is what a cost-1 request would see after it.
+   */
+  async charge (identity: string, units: number): Promise<StackDecision> {
+    this.live()
+    const now = this.host.clock()
+    this.decidedAt = now
+    const stores = this.stores
+    let verdict: Verdict = ADMITTED
+    let limitedWait = 0
+    let saturated = false
+    let saturatedWait = 0
+    for (let i = 0; i < stores.length; i++) {
+      const one = stores[i]!
+      const bound = 2 * capacityOf(one.policy)
+      const v = one.trialCharge(identity, now, Math.max(-bound, Math.min(bound, units)))
+      this.refused[i] = v === LIMITED ? 1 : 0
+      if (v === LIMITED) {
+        verdict = LIMITED
+        if (one.retryAfterMs > limitedWait) limitedWait = one.retryAfterMs
+      } else if (v === UNDECIDABLE) {
+        saturated = true
+        if (one.retryAfterMs > saturatedWait) saturatedWait = one.retryAfterMs
+      }
+    }
+    for (let i = 0; i < stores.length; i++) {
+      const one = stores[i]!
+      if (saturated) one.drop()
+      else one.commit()
+      this.remaining[i] = one.standingRemaining
+      this.resetAt[i] = one.standingResetAt
+      this.moreAt[i] = one.standingMoreAt
+    }
+    if (saturated) verdict = UNDECIDABLE
+    this.retryAfterMs = saturated ? saturatedWait : verdict === LIMITED ? limitedWait : 0
+    return this.settle(verdict)
   }
 
   async consume (identity: string, cost: number): Promise<StackDecision> {

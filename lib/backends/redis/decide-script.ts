@@ -18,7 +18,10 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- KEYS[1]  the state of one identity under one limiter: <prefix>{<address>:<identity>}
 -- ARGV[1]  the policy fingerprint "<algorithm>:<limit>:<windowMs>[:<burst>][~restart|~double.<maxMs>]"
 --          (policyFingerprint()); the suffix is the penalty (penalty.ts)
--- ARGV[2]  the cost: a positive integer, at most the policy's capacity (the caller checks it)
+-- ARGV[2]  the cost: a positive integer, at most the policy's capacity (the caller checks it); or
+--          a charge, "c<units>" (charge.ts): units taken (positive) or returned (negative), at most
+--          one capacity, whatever the state holds. A charge may leave a debt (below); its answer is
+--          what a cost-1 request would see right after it, and it takes nothing more.
 -- ARGV[3]  TESTS ONLY, never sent by the backend in production (it sends '' there when ARGV[4]
 --          follows): the time to decide at, in epoch ms, instead of the server's TIME. Key expiry
 --          runs on the server's real clock, which a test time does not follow, so with ARGV[3] the
@@ -48,10 +51,14 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- field count is the algorithm's, and every field is in range for the policy at the script's time
 -- now, R being the policy's worst recovery time (token-bucket and gcra ceil(burst * windowMs /
 -- limit), fixed-window windowMs, sliding-window-counter 2 * windowMs):
---   token-bucket            tokens <= burst * windowMs, last <= now + R
---   fixed-window            start a multiple of windowMs, start <= now + R, count <= limit
---   sliding-window-counter  start a multiple of windowMs, start <= now + R, previous and current <= limit
---   gcra                    tat <= (now + R) * s + tau (what a state written at now + R can hold)
+--   token-bucket            -D * burst * windowMs <= tokens <= burst * windowMs, last <= now + R
+--   fixed-window            start a multiple of windowMs, start <= now + R, count <= (1 + D) * limit
+--   sliding-window-counter  start a multiple of windowMs, start <= now + R, previous <= limit,
+--                           current <= (1 + D) * limit
+--   gcra                    tat <= (now + R) * s + (1 + D) * tau (what a state written at now + R can hold)
+-- D is 1 for a policy with room for a charge's debt of one capacity (policy.ts chargeProblem():
+-- its largest number, tripled, stays a safe integer), 0 for any other, which no charge reaches.
+-- Only the token bucket's level is signed: a '-' anywhere else is not trusted.
 --   a penalty's block       blockedUntil <= now + R + max(R, its longest block), strikes <= 64
 -- The allowance R lets a server clock step back by up to R: the kernels decide such states as
 -- they do for any clock that stepped back. Any other state is not trusted and not reset either:
@@ -59,7 +66,8 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- (token-bucket empty at now, fixed-window full in now's window, sliding-window-counter current
 -- window full, gcra the whole burst taken at now; with a penalty, not blocked), which denies and recovers within R, and stores
 -- the result (with its TTL). So a stored state never locks a client beyond now + 2R (an accepted
--- state: its own time <= now + R, plus R), and a rejected one beyond now + R.
+-- state: its own time <= now + R, plus R) or, holding a charge's debt, one more full recovery; a
+-- rejected one beyond now + R.
 --
 -- TTL: every path that reads the key leaves it with one. A write sets PX to full recovery; a
 -- denial that changes nothing writes nothing, and only then the script asks PTTL and sets the
@@ -81,6 +89,14 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 local key = KEYS[1]
 local fingerprint = ARGV[1]
 local cost = tonumber(ARGV[2])
+-- A charge moves the state by units, then decides a cost of 1 on it without taking it (commit
+-- false); a penalty's block decides without taking either (below).
+local units
+local commit = true
+if not cost and ARGV[2] then
+  units = tonumber(string.match(ARGV[2], '^c(%-?%d+)$'))
+  if units then cost, commit = 1, false end
+end
 local testNow = ARGV[3]
 if testNow == '' then testNow = nil end
 local deadline = ARGV[4]
@@ -134,11 +150,12 @@ local function ceilDiv(a, b)
   return -floorDiv(-a, b)
 end
 
--- A stored field: canonical decimal digits ('0', or no leading zero), at most 16 of them; nil
--- otherwise. 16 digits may exceed 2^53: tonumber() then rounds, monotonically, to a value beyond
--- every bound below, as JavaScript's Number() does.
+-- A stored field: canonical decimal digits ('0', or no leading zero: the first byte is 1 to 9,
+-- above '0', which also keeps out a sign), at most 16 of them; nil otherwise. 16 digits may exceed
+-- 2^53: tonumber() then rounds, monotonically, to a value beyond every bound below, as
+-- JavaScript's Number() does.
 local function decimal(f)
-  if f and #f <= 16 and (f == '0' or string.byte(f) ~= 48) then return tonumber(f) end
+  if f and #f <= 16 and (f == '0' or string.byte(f) > 48) then return tonumber(f) end
   return nil
 end
 
@@ -197,15 +214,15 @@ elseif stored then
   if string.find(stored, fingerprint, 1, true) == 1 and (b == nil or b == 32 or b >= 9 and b <= 13) then
     storedFingerprint = fingerprint
     if fields == 1 then
-      f1 = string.match(stored, '^ (%d+)$', after)
+      f1 = string.match(stored, '^ (%-?%d+)$', after)
     elseif fields == 2 then
-      f1, f2 = string.match(stored, '^ (%d+) (%d+)$', after)
+      f1, f2 = string.match(stored, '^ (%-?%d+) (%d+)$', after)
     elseif fields == 3 then
-      f1, f2, f3 = string.match(stored, '^ (%d+) (%d+) (%d+)$', after)
+      f1, f2, f3 = string.match(stored, '^ (%-?%d+) (%d+) (%d+)$', after)
     elseif fields == 4 then
-      f1, f2, f3, f4 = string.match(stored, '^ (%d+) (%d+) (%d+) (%d+)$', after)
+      f1, f2, f3, f4 = string.match(stored, '^ (%-?%d+) (%d+) (%d+) (%d+)$', after)
     else
-      f1, f2, f3, f4, f5 = string.match(stored, '^ (%d+) (%d+) (%d+) (%d+) (%d+)$', after)
+      f1, f2, f3, f4, f5 = string.match(stored, '^ (%-?%d+) (%d+) (%d+) (%d+) (%d+)$', after)
     end
     -- A penalty's two fields follow the algorithm's.
     if penaltyMode then
@@ -226,6 +243,11 @@ elseif stored then
   end
   fresh = false
   n1, n2, n3 = decimal(f1), decimal(f2), decimal(f3)
+  -- A token bucket's level below empty: a '-' before canonical digits that are not 0.
+  if algorithm == 'token-bucket' and f1 and string.byte(f1) == 45 then
+    n1 = decimal(string.sub(f1, 2))
+    if n1 then n1 = n1 > 0 and -n1 or nil end
+  end
   local horizon = now + recovery
   local valid = n1 and (quotaFields < 2 or n2) and (quotaFields < 3 or n3)
   if valid and penaltyMode then
@@ -235,14 +257,25 @@ elseif stored then
     valid = pb and pk and pb <= horizon + math.max(recovery, longest) and pk <= 64
   end
   if valid then
+    -- D (above): room for a debt of one capacity, from the largest number it triples.
+    local safe = 9007199254740991
     if algorithm == 'token-bucket' then
-      valid = n1 <= burst * windowMs and n2 <= horizon
+      local capacity = burst * windowMs
+      local debt = 0
+      if 3 * capacity <= safe then debt = capacity end
+      valid = n1 >= -debt and n1 <= capacity and n2 <= horizon
     elseif algorithm == 'fixed-window' then
-      valid = math.fmod(n1, windowMs) == 0 and n1 <= horizon and n2 <= limit
+      local most = limit
+      if 3 * limit <= safe then most = 2 * limit end
+      valid = math.fmod(n1, windowMs) == 0 and n1 <= horizon and n2 <= most
     elseif algorithm == 'sliding-window-counter' then
-      valid = math.fmod(n1, windowMs) == 0 and n1 <= horizon and n2 <= limit and n3 <= limit
+      local most = limit
+      if 3 * limit <= safe then most = 2 * limit end
+      valid = math.fmod(n1, windowMs) == 0 and n1 <= horizon and n2 <= limit and n3 <= most
     else
-      valid = n1 <= horizon * scale + tau
+      local ahead = tau
+      if scale * 4102444800000 + 3 * tau <= safe then ahead = 2 * tau end
+      valid = n1 <= horizon * scale + ahead
     end
   end
   worst = not valid
@@ -251,9 +284,21 @@ end
 local s1, s2, s3, sb, sk
 if not fresh and not worst then s1, s2, s3, sb, sk = n1, n2, n3, pb, pk end
 if penaltyMode and (fresh or worst) then pb, pk = 0, 0 end
+-- penalty.ts: while blocked, the quota is only looked at (below).
+if penaltyMode and now < pb then commit = false end
 
 local t = now
 local c = cost
+-- charge() of the window kernels: a count moves into the live window, up to one window of debt
+-- beyond the limit, down to 0 (units returned never reach a window that is gone). A closure made
+-- only for a charge.
+local chargedCount
+if units then
+  chargedCount = function(count)
+    if units > 0 then return math.max(count, math.min(count + units, 2 * limit)) end
+    return math.max(0, count + units)
+  end
+end
 local allowed, remaining, retryAfterMs, resetAt, moreAt, recoversAt
 
 if algorithm == 'token-bucket' then
@@ -265,7 +310,7 @@ if algorithm == 'token-bucket' then
     n1, n2 = 0, t
   end
   local capacity = burst * windowMs
-  local units = c * windowMs
+  local need = c * windowMs
   -- take(): refill whole ticks only; a clock that stepped back refills nothing; a stored state
   -- above capacity is capped. steps * limit may leave the safe range: the cap keeps it exact.
   local tokens = math.min(capacity, n1)
@@ -277,42 +322,61 @@ if algorithm == 'token-bucket' then
       last = last + steps * 1
     end
   end
-  allowed = tokens >= units
+  -- charge(): the level moves by units * windowMs, down to one capacity below empty, up to full.
+  if units then
+    local moved = tokens - units * windowMs
+    if units > 0 then
+      tokens = math.min(tokens, math.max(-capacity, moved))
+    else
+      tokens = math.min(capacity, moved)
+    end
+  end
+  allowed = tokens >= need
   local retry = 0
   if allowed then
-    tokens = tokens - units
+    if commit then tokens = tokens - need end
   else
     -- take()'s wait counts from last; a clock that stepped back waits for the gap too.
-    retry = math.ceil(((units - tokens) * 1) / limit) + (last - t)
+    retry = math.ceil(((need - tokens) * 1) / limit) + (last - t)
   end
-  -- fullAt(): nothing refills before last, then limit units a tick.
+  -- fullAt(): nothing refills before last, then limit units a tick; a full bucket is full now.
   local full = last + ceilDiv(math.max(0, capacity - tokens), limit)
-  remaining, retryAfterMs, resetAt, recoversAt = floorDiv(tokens, windowMs), retry, full, full
+  -- A level below empty (a debt) has no whole token.
+  remaining, retryAfterMs, recoversAt = math.max(0, floorDiv(tokens, windowMs)), retry, full
+  resetAt = full
+  if tokens >= capacity then resetAt = t end
   -- One more whole token: (remaining + 1) * windowMs units, limit a tick from last.
   moreAt = t
   if remaining * windowMs < capacity then moreAt = last + ceilDiv((remaining + 1) * windowMs - tokens, limit) end
   n1, n2 = tokens, last
 
 elseif algorithm == 'fixed-window' then
-  -- fixed-window.ts: windows aligned to multiples of windowMs; roll forward only.
+  -- fixed-window.ts: windows aligned to multiples of windowMs; roll forward only. A count above
+  -- the limit is a debt: each window that ends repays limit of it.
   if fresh then
     n1, n2 = math.floor(t / windowMs) * windowMs, 0
   elseif worst then
     n1, n2 = math.floor(t / windowMs) * windowMs, limit
   end
   local current = math.floor(t / windowMs) * windowMs
-  if current > n1 then n1, n2 = current, 0 end
+  if current > n1 then n1, n2 = current, math.max(0, n2 - (current - n1) / windowMs * limit) end
+  if units then n2 = chargedCount(n2) end
   allowed = n2 + c <= limit
-  if allowed then n2 = n2 + c end
+  if allowed and commit then n2 = n2 + c end
+  -- windowsUntilBelow(): windows until the count is repaid below b, at least one.
   local retry = 0
-  if not allowed then retry = n1 + windowMs - t end
-  -- recovers: the window's end while it counts anything, else its start.
+  if not allowed then retry = n1 + math.max(1, floorDiv(n2 - (limit - c + 1), limit) + 1) * windowMs - t end
+  -- recovers: the end of the windows it spreads over while it counts anything, else its start.
   local recovers = n1
-  if n2 > 0 then recovers = n1 + windowMs end
-  remaining, retryAfterMs, resetAt, recoversAt = limit - n2, retry, math.max(t, recovers), recovers
-  -- Nothing comes back before the window ends, then all of it.
-  moreAt = t
-  if n2 > 0 then moreAt = n1 + windowMs end
+  if n2 > 0 then recovers = n1 + ceilDiv(n2, limit) * windowMs end
+  remaining, retryAfterMs, recoversAt = math.max(0, limit - n2), retry, recovers
+  -- An empty counter is full now; nothing comes back before a window ends, more once what is
+  -- owed falls below the limit.
+  resetAt, moreAt = t, t
+  if n2 > 0 then
+    resetAt = recovers
+    moreAt = n1 + math.max(1, floorDiv(n2 - limit, limit) + 1) * windowMs
+  end
 
 elseif algorithm == 'sliding-window-counter' then
   -- sliding-window-counter.ts: the estimate previous * (W - e) / W + current, multiplied by W.
@@ -323,50 +387,51 @@ elseif algorithm == 'sliding-window-counter' then
   elseif worst then
     n1, n2, n3 = math.floor(t / W) * W, 0, limit
   end
-  -- roll(): forward only; one window on, current becomes previous; further on, both are gone.
+  -- roll(): forward only. A current count above the limit is a debt spread over the windows
+  -- after it, limit each: k windows on, previous = clamp(current - (k - 1) * limit, 0, limit) and
+  -- current = max(0, current - k * limit).
   local start = math.floor(t / W) * W
   if start <= n1 then
     start = n1
-  elseif start == n1 + W then
-    n2, n3 = n3, 0
   else
-    n2, n3 = 0, 0
+    local k = (start - n1) / W
+    local owed = n3
+    n2, n3 = math.min(limit, math.max(0, owed - (k - 1) * limit)), math.max(0, owed - k * limit)
   end
   n1 = start
+  if units then n3 = chargedCount(n3) end
   local p = n2
   local cur = n3
   local e = math.max(0, t - start)
-  local room = limit - cur - c
-  allowed = p * (W - e) <= room * W
-  if allowed then n3 = cur + c end
-  remaining = math.max(0, limit - ceilDiv(p * (W - e), W) - n3)
   local untilNext = start + W - t
+  -- waitFor(): the least wait until more units pass on the counts p and counted.
+  local function waitFor(counted, more)
+    local room = limit - counted - more
+    if room >= 0 then return untilNext - floorDiv(room * W, p) end
+    local k = ceilDiv(-room, limit)
+    local pk = math.min(limit, counted - (k - 1) * limit)
+    local roomK = limit - math.max(0, counted - k * limit) - more
+    return untilNext + (k - 1) * W + math.max(0, W - floorDiv(roomK * W, pk))
+  end
+  allowed = p * (W - e) <= (limit - cur - c) * W
+  if allowed and commit then n3 = cur + c end
+  remaining = math.max(0, limit - ceilDiv(p * (W - e), W) - n3)
   local retry = 0
-  if not allowed then
-    if room >= 0 then
-      retry = untilNext - floorDiv(room * W, p)
-    else
-      retry = untilNext + ceilDiv(-room * W, cur)
-    end
-  end
-  -- waitFor() again, for remaining + 1 more units than the state after it holds; none when full.
+  if not allowed then retry = waitFor(cur, c) end
+  -- remaining + 1 more units than the state after it holds; none when full.
   moreAt = t
-  if remaining ~= limit then
-    local roomMore = limit - n3 - (remaining + 1)
-    if roomMore >= 0 then
-      moreAt = t + (untilNext - floorDiv(roomMore * W, p))
-    else
-      moreAt = t + (untilNext + ceilDiv(-roomMore * W, n3))
-    end
-  end
-  -- recovers: two windows on while current counts anything, one while previous does.
+  if remaining ~= limit then moreAt = t + waitFor(n3, remaining + 1) end
+  -- recovers: one window after the last window the current count spreads over, one window on
+  -- while only previous counts.
   local recovers = n1
   if n3 > 0 then
-    recovers = n1 + 2 * W
+    recovers = n1 + (ceilDiv(n3, limit) + 1) * W
   elseif n2 > 0 then
     recovers = n1 + W
   end
-  retryAfterMs, resetAt, recoversAt = retry, math.max(t, recovers), recovers
+  retryAfterMs, recoversAt = retry, recovers
+  resetAt = t
+  if n2 > 0 or n3 > 0 then resetAt = math.max(t, recovers) end
 
 else
   -- gcra.ts: one theoretical arrival time, in units of 1/s ms (scale, interval, tau: above).
@@ -377,10 +442,19 @@ else
   end
   local ts = t * scale
   local tat0 = math.max(n1, ts)
+  -- charge(): tat moves by units * T from max(tat, now), at most 2 * tau ahead, never before now.
+  if units then
+    local moved = tat0 + units * interval
+    if units > 0 then
+      tat0 = math.max(tat0, math.min(moved, ts + 2 * tau))
+    else
+      tat0 = math.max(ts, moved)
+    end
+  end
   local newTat = tat0 + c * interval
   allowed = newTat - ts <= tau
   local tat = tat0
-  if allowed then tat = newTat end
+  if allowed and commit then tat = newTat end
   remaining = math.max(0, floorDiv(tau - (tat - ts), interval))
   local retry = 0
   if not allowed then retry = ceilDiv(newTat - tau - ts, scale) end
@@ -400,11 +474,11 @@ if s1 and (standingWanted or penaltyMode and t < pb) then
     standing = s2 + ceilDiv(math.max(0, burst * windowMs - s1), limit)
   elseif algorithm == 'fixed-window' then
     standing = s1
-    if s2 > 0 then standing = s1 + windowMs end
+    if s2 > 0 then standing = s1 + ceilDiv(s2, limit) * windowMs end
   elseif algorithm == 'sliding-window-counter' then
     standing = s1
     if s3 > 0 then
-      standing = s1 + 2 * windowMs
+      standing = s1 + (ceilDiv(s3, limit) + 1) * windowMs
     elseif s2 > 0 then
       standing = s1 + windowMs
     end
@@ -417,8 +491,15 @@ end
 -- algorithm's state stays as stored, the block grows to the penalty after this refusal, and the
 -- wait is the block's end or the algorithm's own, whichever is later. Not blocked, a denial
 -- starts a block of one window (at least the algorithm's wait); an admission forgets the block.
+-- A charge is no refusal: it leaves the block as it is, and while that lasts a cost-1 request is
+-- refused until its end (or later, as the quota says).
 if penaltyMode then
-  if t < pb then
+  if units then
+    if t < pb then
+      if remaining > 0 then moreAt = pb else moreAt = math.max(pb, moreAt) end
+      allowed, remaining, retryAfterMs, resetAt = false, 0, math.max(pb, t + retryAfterMs) - t, math.max(resetAt, pb)
+    end
+  elseif t < pb then
     local k = math.min(64, pk + 1)
     local block = windowMs
     if penaltyMax then
@@ -432,8 +513,9 @@ if penaltyMode then
     if allowed or remaining > 0 then moreAt = untilAt else moreAt = math.max(untilAt, moreAt) end
     n1, n2, n3 = s1, s2, s3
     recoversAt = standing
+    -- The quota's own full tick as it stands: the look's (nothing taken).
     allowed, remaining, retryAfterMs = false, 0, endAt - t
-    resetAt = math.max(t, endAt, recoversAt)
+    resetAt = math.max(endAt, resetAt)
     pb, pk = untilAt, k
   elseif not allowed then
     local untilAt = t + math.max(retryAfterMs, windowMs)

@@ -50,8 +50,12 @@ export const DECIDE_STACK_LUA = `-- fastify-admission: one decision over a stack
 --
 -- KEYS[i]      policy i's state of one identity, <prefix>{<address>:<identity>}/<i - 1>: the
 --              same hash tag for every key of a stack, so all are in one slot (Redis Cluster)
--- ARGV[1]      the cost: a positive integer, at most every policy's capacity (the caller checks it)
--- ARGV[2]      '0' consume, '1' check (decide, store nothing)
+-- ARGV[1]      the cost: a positive integer, at most every policy's capacity (the caller checks it);
+--              for a charge, the units (taken, or returned when negative)
+-- ARGV[2]      '0' consume, '1' check (decide, store nothing), '2' charge: every policy takes the
+--              units as the single-key script's "c<units>" does (clamped to twice its capacity,
+--              which charges exactly the same), and every charged state is stored whatever it
+--              then decides for a cost-1 request, which is the answer
 -- ARGV[2 + i]  policy i's fingerprint
 -- ARGV[n + 3]  TESTS ONLY: the time, as ARGV[3] of the single-key script ('' when a deadline follows)
 -- ARGV[n + 4]  optional, the deadline, as ARGV[4] of the single-key script
@@ -87,13 +91,16 @@ export const DECIDE_STACK_LUA = `-- fastify-admission: one decision over a stack
 local n = #KEYS
 local cost = tonumber(ARGV[1])
 local dry = ARGV[2] == '1'
+local charging = ARGV[2] == '2'
+local amount
+if charging and cost then amount, cost = cost, 1 end
 local testNow = ARGV[n + 3]
 if testNow == '' then testNow = nil end
 local deadline = ARGV[n + 4]
 -- ONE_KEY's \`standing\`: every stored state's recovery, for a refusal that stores nothing.
 local standingWanted = true
 if deadline then deadline = tonumber(deadline) end
-if n == 0 or not cost or not (dry or ARGV[2] == '0') or #ARGV < n + 2 or #ARGV > n + 4 or deadline == nil and ARGV[n + 4] then
+if n == 0 or not cost or not (dry or charging or ARGV[2] == '0') or #ARGV < n + 2 or #ARGV > n + 4 or deadline == nil and ARGV[n + 4] then
   return redis.error_reply('fastify-admission: bad arguments')
 end
 
@@ -107,17 +114,21 @@ local key = KEYS[i]
 local fingerprint = ARGV[2 + i]
 -- A stack has no penalty (refused at registration): the single script's penalty locals, empty.
 local quotaPrint, penaltyMode, penaltyMax = fingerprint, nil, nil
+-- A decision takes its cost (commit); a charge moves the state by units and takes nothing more.
+local units, commit = nil, true
 ${PARSE}if not algorithm then
   return redis.error_reply('fastify-admission: bad arguments')
 end
-${NUMBERS}${ONE_KEY}if not allowed then all = false end
+${NUMBERS}if charging then units, commit = math.max(-2 * burst, math.min(2 * burst, amount)), false end
+${ONE_KEY}if not allowed then all = false end
 decided[i] = { key = key, fingerprint = fingerprint, fields = fields, fresh = fresh, worst = worst,
   n1 = n1, n2 = n2, n3 = n3, s1 = s1, s2 = s2, s3 = s3, recoversAt = recoversAt, standing = standing,
   allowed = allowed, remaining = remaining, retryAfterMs = retryAfterMs, resetAt = resetAt, moreAt = moreAt }
 until true end
 
--- All or nothing (a conflict stores nothing). A missing key that stores nothing stays missing.
-local store = all and not dry and not conflict
+-- All or nothing (a conflict stores nothing); a charge is stored whatever it decides. A missing
+-- key that stores nothing stays missing.
+local store = (all or charging) and not dry and not conflict
 for i = 1, n do
 local d = decided[i]
 if d and (store or not d.fresh) then

@@ -15,7 +15,7 @@ export interface QuotaBackend {
   /** The local clock, in ms: monotonic, fractional (only differences are used). */
   now (): number
   /** The decision script's arguments after the key (see `RedisBackend.args()`). */
-  args (fingerprint: string, cost: number, sent: number): string[]
+  args (fingerprint: string, amount: string, sent: number): string[]
   /** `lead` (a script's own arguments), then the test time and the deadline as `args()` sends them. */
   timed (lead: string[], sent: number): string[]
   /** Keeps the server's now from a reply that came at local time `received`. */

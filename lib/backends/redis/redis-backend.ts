@@ -113,7 +113,8 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
   }
 
   /**
-   * The script's arguments after the key: the fingerprint, the cost, in tests the time (else ''
+   * The script's arguments after the key: the fingerprint, the amount (a cost, or "c<units>" for a
+   * charge), in tests the time (else ''
    * when a deadline follows), and the deadline once a server time has been observed.
    *
    * The deadline is the server time at which this call's timeout fires, estimated from the latest
@@ -125,8 +126,8 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
    * also refreshes the observation with). Before any reply there is no deadline. Clock steps and
    * drift between the hosts since the observation shift it: the next reply corrects it.
    */
-  args (fingerprint: string, cost: number, sent: number): string[] {
-    return this.timed([fingerprint, String(cost)], sent)
+  args (fingerprint: string, amount: string, sent: number): string[] {
+    return this.timed([fingerprint, amount], sent)
   }
 
   /** `lead` (a script's own arguments), then the test time and the deadline as `args()` sends them. */

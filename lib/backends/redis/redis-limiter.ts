@@ -54,7 +54,25 @@ export class RedisBackendLimiter implements BackendLimiter {
       const denied = cache.answer(identity, cost, sent)
       if (denied !== undefined) return denied
     }
-    const reply = await backend.run(this.keyOf(identity), backend.args(this.fingerprint, cost, sent))
+    return this.decided(identity, await backend.run(this.keyOf(identity), backend.args(this.fingerprint, String(cost), sent)), sent)
+  }
+
+  /**
+   * One script call, as a decision: the script charges `units` whatever the state holds
+   * ("c<units>") and answers for a cost-1 request right after it. Never from the deny cache: a
+   * charge always reaches Redis, and what it answers replaces what the cache remembered.
+   */
+  async charge (identity: string, units: number): Promise<RateDecision> {
+    const backend = this.backend
+    if (backend.isStopped) throw new RatesStoppedError(this.address)
+    const sent = backend.now()
+    this.cache?.forget(identity)
+    return this.decided(identity, await backend.run(this.keyOf(identity), backend.args(this.fingerprint, `c${units}`, sent)), sent)
+  }
+
+  private decided (identity: string, reply: unknown, sent: number): RateDecision {
+    const backend = this.backend
+    const cache = this.cache
     const received = backend.now()
     if (isDecision(reply, this.kernel.fields)) {
       const [, allowed, remaining, retryAfterMs, resetAt, serverNow, moreAt] = reply

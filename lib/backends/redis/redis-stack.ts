@@ -76,12 +76,17 @@ export class RedisBackendStack implements StackLimiter {
     return this.decide(identity, cost, '1')
   }
 
-  private async decide (identity: string, cost: number, dry: '0' | '1'): Promise<StackDecision> {
+  /** Charges `units` to every policy in one script call (mode '2'), or to none on a conflict. */
+  charge (identity: string, units: number): Promise<StackDecision> {
+    return this.decide(identity, units, '2')
+  }
+
+  private async decide (identity: string, amount: number, mode: '0' | '1' | '2'): Promise<StackDecision> {
     const backend = this.backend
     if (backend.isStopped) throw new RatesStoppedError(this.address)
     const sent = backend.now()
     const keys = this.keysOf(identity)
-    const reply = await backend.runScript(DECIDE_STACK_SHA, DECIDE_STACK_LUA, keys, backend.timed([String(cost), dry, ...this.fingerprints], sent))
+    const reply = await backend.runScript(DECIDE_STACK_SHA, DECIDE_STACK_LUA, keys, backend.timed([String(amount), mode, ...this.fingerprints], sent))
     const received = backend.now()
     const n = this.policies.length
     if (isStackReply(reply, n)) {

@@ -1,7 +1,7 @@
 import { ceilDiv } from '../../core/rates/arithmetic.js'
 import { kernelFor, kernelOf, longestBlockMs, MAX_STRIKES, type Policy } from '../../core/rates/index.js'
 import { RatesPolicyConflictError, RatesUnavailableError } from '../../rates/errors.js'
-import { capacityOf, policyOfFingerprint } from '../../rates/policy.js'
+import { capacityOf, chargeProblem, policyOfFingerprint } from '../../rates/policy.js'
 
 /**
  * A stored value as the decision script reads it, in TypeScript: the twin of the script's
@@ -28,9 +28,11 @@ export type StoredRead =
 
 // The script's %S: anything but C's isspace() characters.
 const FINGERPRINT = /^[^ \t\n\v\f\r]*/
-// The script's '^ (%d+) (%d+)$' patterns and its decimal() check, per field count.
+// The script's '^ (%-?%d+) (%d+)$' patterns and its decimal() check, per field count: the first
+// field may be signed (only a token bucket's level is trusted below 0; validQuota).
 const FIELD = '(0|[1-9][0-9]{0,15})'
-const FIELDS = [1, 2, 3, 4, 5].map((n) => new RegExp(`^${` ${FIELD}`.repeat(n)}$`))
+const FIRST = '(0|-?[1-9][0-9]{0,15})'
+const FIELDS = [1, 2, 3, 4, 5].map((n) => new RegExp(`^ ${FIRST}${` ${FIELD}`.repeat(n - 1)}$`))
 
 function gcd (a: number, b: number): number {
   while (b !== 0) [a, b] = [b, a % b]
@@ -76,18 +78,25 @@ export function validFields (policy: Policy, row: ArrayLike<number>, now: number
     (row[fields + 1] as number) <= MAX_STRIKES
 }
 
+// A charge's debt of one capacity (the script's D) is trusted only under a policy with room for
+// it, which is the only kind a charge reaches (chargeProblem()).
 function validQuota (policy: Policy, row: ArrayLike<number>, now: number): boolean {
   const { limit, windowMs } = policy
   const horizon = now + recoveryMs(policy)
+  const debt = chargeProblem(policy) === undefined ? 1 : 0
   const n1 = row[0] as number
   const n2 = row[1] as number
+  if (policy.algorithm !== 'token-bucket' && n1 < 0) return false
   switch (policy.algorithm) {
-    case 'token-bucket': return n1 <= capacityOf(policy) * windowMs && n2 <= horizon
-    case 'fixed-window': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit
-    case 'sliding-window-counter': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit && (row[2] as number) <= limit
+    case 'token-bucket': {
+      const capacity = capacityOf(policy) * windowMs
+      return n1 >= -debt * capacity && n1 <= capacity && n2 <= horizon
+    }
+    case 'fixed-window': return n1 % windowMs === 0 && n1 <= horizon && n2 <= (1 + debt) * limit
+    case 'sliding-window-counter': return n1 % windowMs === 0 && n1 <= horizon && n2 <= limit && (row[2] as number) <= (1 + debt) * limit
     case 'gcra': {
       const { scale, tau } = gcraConstants(policy)
-      return n1 <= horizon * scale + tau
+      return n1 <= horizon * scale + (1 + debt) * tau
     }
   }
 }
@@ -118,7 +127,7 @@ function worstQuota (policy: Policy, now: number): unknown {
 }
 
 /**
- * A state the kernel produced (so: non-negative safe integers), as the script decides on it at
+ * A state the kernel produced (so: safe integers; only a token bucket's level is ever below 0), as the script decides on it at
  * `now` once stored: itself if in range, else the worst state.
  */
 export function checkedState (policy: Policy, state: unknown, now: number): unknown {

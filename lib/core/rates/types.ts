@@ -54,7 +54,8 @@ export interface Kernel<S> {
   fresh (policy: Policy, now: number): S
   consume (state: S, policy: Policy, now: number, cost: number): Outcome<S>
   /**
-   * Takes `units` (a safe integer, |units| <= capacity) whatever the state holds: a positive
+   * Takes `units` (a safe integer, |units| <= 2 * capacity: beyond one capacity either way the
+   * bound below makes every amount charge alike, which a stack relies on) whatever the state holds: a positive
    * charge may leave the identity in debt, refused until time repays it; a negative one returns
    * units (never beyond full capacity, never into a window already gone). A charge never raises
    * a debt past one capacity: what is owed beyond that is not recorded (the identity is refused

@@ -97,16 +97,17 @@ function boundaries (policy: Policy, now: number): number[] {
   const R = recoveryMs(policy)
   const W = policy.windowMs
   const near = (n: number): number[] => [n - 1, n, n + 1]
-  const out = [0, 1, ...near(policy.limit), ...near(capacityOf(policy) * W), ...near(now), ...near(now + R), now - W,
-    Math.floor((now + R) / W) * W, Math.floor((now + R) / W) * W + W, Math.floor(now / W) * W]
+  // A charge's debt: a count up to twice the limit, a level down to one capacity below empty.
+  const out = [0, 1, ...near(policy.limit), ...near(2 * policy.limit), ...near(capacityOf(policy) * W), ...near(-capacityOf(policy) * W), -1,
+    ...near(now), ...near(now + R), now - W, Math.floor((now + R) / W) * W, Math.floor((now + R) / W) * W + W, Math.floor(now / W) * W]
   if (policy.algorithm === 'gcra') {
     const kernel = kernelOf('gcra')
     const tatOf = (at: number): number => (kernel.fresh(policy, at) as { tat: number }).tat
     const tau = (worstState(policy, 0) as { tat: number }).tat
-    out.push(...near(tatOf(now + R) + tau), tatOf(now), tatOf(now) + tau)
+    out.push(...near(tatOf(now + R) + tau), ...near(tatOf(now + R) + 2 * tau), tatOf(now), tatOf(now) + tau)
   }
   if (policy.penalty !== undefined) out.push(...near(now + R + Math.max(R, longestBlockMs(policy.penalty, W))), 63, 64, 65, now + W)
-  return out.filter((n) => n >= 0)
+  return out
 }
 
 const JUNK = ['-1', '-0', '1.5', '1.0', '1e3', '0x10', 'nan', 'NaN', 'inf', '-inf', 'Infinity', '', '007', '00', '+1', 'x', '1_0',
@@ -122,7 +123,8 @@ function fieldArb (policy: Policy, now: number): fc.Arbitrary<string> {
   )
 }
 
-interface Case { readonly policy: Readonly<Policy>, readonly now: number, readonly cost: number, readonly stored: string | null }
+/** A decision of `cost`, or (with `units`) a charge of that many units, taken or returned. */
+interface Case { readonly policy: Readonly<Policy>, readonly now: number, readonly cost: number, readonly units?: number, readonly stored: string | null }
 
 /**
  * A stored value: absent, the caller's fingerprint (mostly) with fields of any count joined by a
@@ -131,8 +133,9 @@ interface Case { readonly policy: Readonly<Policy>, readonly now: number, readon
 function caseArb (algorithm: Algorithm): fc.Arbitrary<Case> {
   return policyArb(algorithm).chain((policy) => fc.record({
     now: fc.oneof(fc.integer({ min: 0, max: 1_000_000 }), fc.integer({ min: 1_800_000_000_000, max: 1_801_000_000_000 })),
-    cost: fc.integer({ min: 1, max: capacityOf(policy) })
-  }).chain(({ now, cost }) => {
+    cost: fc.integer({ min: 1, max: capacityOf(policy) }),
+    units: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: -capacityOf(policy), max: capacityOf(policy) }) })
+  }).chain(({ now, cost, units }) => {
     const fields = kernelFor(policy).fields
     const fingerprint = policyFingerprint(policy)
     const separator = fc.oneof({ weight: 12, arbitrary: fc.constant(' ') }, { weight: 1, arbitrary: fc.constantFrom('  ', '\t', '\n', '') })
@@ -148,18 +151,19 @@ function caseArb (algorithm: Algorithm): fc.Arbitrary<Case> {
       policy: fc.constant(policy),
       now: fc.constant(now),
       cost: fc.constant(cost),
+      ...(units === undefined ? {} : { units: fc.constant(units) }),
       stored: fc.oneof({ weight: 1, arbitrary: fc.constant(null) }, { weight: 12, arbitrary: ours }, { weight: 2, arbitrary: other }, { weight: 1, arbitrary: anything })
     })
   }))
 }
 
 /** The script's reply and the value left in the key, as the TypeScript twin predicts them. */
-function model ({ policy, now, cost, stored }: Case): { reply: unknown[], after: string | null, valid: boolean } {
+function model ({ policy, now, cost, units, stored }: Case): { reply: unknown[], after: string | null, valid: boolean } {
   const kernel = kernelFor(policy)
   const fingerprint = policyFingerprint(policy)
   const read = stored === null ? { kind: 'state' as const, state: kernel.fresh(policy, now), valid: true } : readStored(stored, policy, fingerprint, now)
   if (read.kind === 'conflict') return { reply: [1, read.fingerprint], after: stored, valid: true }
-  const out = kernel.consume(read.state, policy, now, cost)
+  const out = units === undefined ? kernel.consume(read.state, policy, now, cost) : kernel.charge(read.state, policy, now, units)
   const row = new Float64Array(kernel.fields)
   kernel.write(out.state, row, 0)
   const reply = out.allowed
@@ -178,11 +182,12 @@ for (const algorithm of ALGORITHMS) {
       const key = `${prefix}{${cases++}}`
       if (c.stored !== null) await redis.set(key, c.stored)
       const expected = model(c)
-      const reply = await redis.evalsha(DECIDE_SHA, 1, key, policyFingerprint(c.policy), String(c.cost), String(c.now))
+      const amount = c.units === undefined ? String(c.cost) : `c${c.units}`
+      const reply = await redis.evalsha(DECIDE_SHA, 1, key, policyFingerprint(c.policy), amount, String(c.now))
       assert.deepEqual(reply, expected.reply, 'the reply')
       assert.equal(await redis.get(key), expected.after, 'the value left in the key')
-      if (!expected.valid) {
-        invalid++
+      if (!expected.valid) invalid++
+      if (!expected.valid && c.units === undefined) {
         // Never an allow, and never a lock beyond the policy's worst recovery time (with a penalty,
         // the first block's window when longer).
         const [, allowed, , retryAfterMs, resetAt] = reply as number[]

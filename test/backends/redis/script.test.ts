@@ -17,10 +17,10 @@ import { counting, deleteKeys, keysUnder, serverNow, sharedRedis, uniquePrefix }
 
 /**
  * The script's SHA-1. Changing the Lua changes it: update it here, deliberately. Last changed
- * when a policy's penalty came into the script (a fingerprint suffix, two state fields more, the
- * block decided before the quota's state is stored).
+ * when charges came into the script ("c<units>": a debt of up to one capacity that the windows
+ * carry forward, a token bucket's level below empty, a penalty's block kept by a charge).
  */
-const PINNED_SHA = '5a18db8c332226bad8a8a5b08cef0e2ab3d08899'
+const PINNED_SHA = '4598beb02fc5ff7ab10344b6fb553d0cf84c3302'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 // Timeouts are tested with a private server (faults.test.ts); here a busy machine must not fail a test.
@@ -65,13 +65,15 @@ function policyArb (algorithm: Algorithm): fc.Arbitrary<Readonly<Policy>> {
   })
 }
 
-interface Op { readonly dt: number, readonly who: number, readonly cost: number }
+/** A request of `cost`, or (with `units`) a charge of that many units, taken or returned. */
+interface Op { readonly dt: number, readonly who: number, readonly cost: number, readonly units?: number }
 interface Scenario { readonly policy: Readonly<Policy>, readonly t0: number, readonly ops: readonly Op[] }
 
 /**
  * Time mostly forward (0 included: several decisions in one ms), within a window or across several;
  * with `backward`, sometimes a clock that steps back. Identities from a pool of three; costs from 1
- * to the capacity. Start times near 0 and realistic epoch ms (~1.8e12).
+ * to the capacity; one op in four a charge (up to a capacity taken or returned: a debt the
+ * windows carry forward). Start times near 0 and realistic epoch ms (~1.8e12).
  */
 function scenarioArb (algorithm: Algorithm, backward: boolean): fc.Arbitrary<Scenario> {
   return policyArb(algorithm).chain((policy) => {
@@ -91,10 +93,18 @@ function scenarioArb (algorithm: Algorithm, backward: boolean): fc.Arbitrary<Sce
         dt: fc.oneof(...steps),
         who: fc.integer({ min: 0, max: 2 }),
         cost: fc.oneof(fc.integer({ min: 1, max: Math.min(2, cap) }), fc.integer({ min: 1, max: cap })),
+        units: fc.oneof({ weight: 3, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: -cap, max: cap }) }),
         // The same request again at once: what an identity that is denied does.
         again: fc.boolean()
       }), { minLength: 1, maxLength: 12 })
-    }).map(({ policy, t0, ops }) => ({ policy, t0, ops: ops.flatMap(({ again, ...op }) => (again ? [op, { ...op, dt: 0 }] : [op])) }))
+    }).map(({ policy, t0, ops }) => ({
+      policy,
+      t0,
+      ops: ops.flatMap(({ again, units, ...op }) => {
+        const first = units === undefined ? op : { ...op, units }
+        return again ? [first, { ...op, dt: 0 }] : [first]
+      })
+    }))
   })
 }
 
@@ -112,18 +122,19 @@ async function differential (backend: RedisBackend, clock: { now: number }, pref
   const limiter = backend.limiter(address, s.policy)
   const states = new Map<string, unknown>()
   let now = s.t0
-  for (const [i, { dt, who, cost }] of s.ops.entries()) {
+  for (const [i, { dt, who, cost, units }] of s.ops.entries()) {
     now = Math.max(0, now + dt)
     clock.now = now
     const identity = `sid${who}`
     // The script trusts a stored state only while its time fields are at most the policy's
     // recovery time ahead (a clock that stepped back further): stored-state.ts, its twin.
     const prior = states.get(identity)
-    const out = kernel.consume(prior === undefined ? kernel.fresh(s.policy, now) : checkedState(s.policy, prior, now), s.policy, now, cost)
+    const state = prior === undefined ? kernel.fresh(s.policy, now) : checkedState(s.policy, prior, now)
+    const out = units === undefined ? kernel.consume(state, s.policy, now, cost) : kernel.charge(state, s.policy, now, units)
     states.set(identity, out.state)
     const expected = { allowed: out.allowed, remaining: out.remaining + 0, retryAfterMs: out.retryAfterMs + 0, resetAt: out.resetAt + 0 }
-    const got = view(await limiter.consume(identity, cost))
-    assert.deepEqual(got, expected, `op ${i} at ${now}: ${identity} cost ${cost}`)
+    const got = view(await (units === undefined ? limiter.consume(identity, cost) : (limiter.charge as NonNullable<typeof limiter.charge>)(identity, units)))
+    assert.deepEqual(got, expected, `op ${i} at ${now}: ${identity} ${units === undefined ? `cost ${cost}` : `charge ${units}`}`)
     if (checkStored) {
       const row = new Float64Array(kernel.fields)
       kernel.write(out.state, row, 0)

@@ -64,13 +64,15 @@ function policyArb (algorithm: Algorithm): fc.Arbitrary<Readonly<Policy>> {
     normalizePolicy(hasBurst(algorithm) && burst !== undefined ? { algorithm, limit, windowMs, burst } : { algorithm, limit, windowMs }))
 }
 
-interface Op { readonly dt: number, readonly who: number, readonly cost: number, readonly check: boolean }
+/** A consume or a check of `cost`, or (with `units`) a charge of that many units. */
+interface Op { readonly dt: number, readonly who: number, readonly cost: number, readonly check: boolean, readonly units?: number }
 interface Scenario { readonly policies: readonly Readonly<Policy>[], readonly t0: number, readonly ops: readonly Op[] }
 
 /**
  * One to three policies of any algorithms; time mostly forward at the scale of the shortest and of
  * the longest window, sometimes back; identities from a pool of three; costs up to the least
- * capacity; a quarter of the calls checks.
+ * capacity; a quarter of the calls checks; one call in five a charge (up to the largest capacity,
+ * taken or returned: debts, clamped per policy).
  */
 const scenarioArb: fc.Arbitrary<Scenario> = fc.array(fc.constantFrom(...ALGORITHMS), { minLength: 1, maxLength: 3 })
   .chain((algorithms) => fc.tuple(...algorithms.map(policyArb)))
@@ -79,6 +81,7 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.array(fc.constantFrom(...ALGORITH
     const short = Math.min(...windows)
     const long = Math.max(...windows)
     const cap = Math.min(...policies.map(capacityOf))
+    const most = Math.max(...policies.map(capacityOf))
     return fc.record({
       policies: fc.constant(policies),
       t0: fc.oneof(fc.integer({ min: 0, max: 1_000_000 }), fc.integer({ min: 1_800_000_000_000, max: 1_801_000_000_000 })),
@@ -94,14 +97,22 @@ const scenarioArb: fc.Arbitrary<Scenario> = fc.array(fc.constantFrom(...ALGORITH
         who: fc.integer({ min: 0, max: 2 }),
         cost: fc.oneof(fc.integer({ min: 1, max: Math.min(2, cap) }), fc.integer({ min: 1, max: cap })),
         check: fc.oneof({ weight: 3, arbitrary: fc.constant(false) }, { weight: 1, arbitrary: fc.constant(true) }),
+        units: fc.oneof({ weight: 4, arbitrary: fc.constant(undefined) }, { weight: 1, arbitrary: fc.integer({ min: -most, max: most }) }),
         // The same request again at once: what a refused client does.
         again: fc.boolean()
       }), { minLength: 1, maxLength: 14 })
-    }).map(({ policies, t0, ops }) => ({ policies, t0, ops: ops.flatMap(({ again, ...op }) => (again ? [op, { ...op, dt: 0 }] : [op])) }))
+    }).map(({ policies, t0, ops }) => ({
+      policies,
+      t0,
+      ops: ops.flatMap(({ again, units, ...op }) => {
+        const first = units === undefined ? op : { ...op, units }
+        return again ? [first, { ...op, dt: 0 }] : [first]
+      })
+    }))
   })
 
 let runs = 0
-const seen = { decisions: 0, refused: 0, partial: 0, checks: 0, stacks: new Set<string>() }
+const seen = { decisions: 0, refused: 0, partial: 0, checks: 0, charges: 0, stacks: new Set<string>() }
 
 /**
  * Drives a scenario through the memory backend's stack (the reference) and the Redis stack, both on
@@ -115,14 +126,17 @@ async function differential (redisStack: RedisBackendStack, memoryStack: MemoryB
   const floor = Math.min(...s.policies.map(recoveryMs))
   let now = s.t0
   let latest = now
-  for (const [i, { dt, who, cost, check }] of s.ops.entries()) {
+  for (const [i, { dt, who, cost, check, units }] of s.ops.entries()) {
     now = Math.max(0, latest - floor + 1, now + dt)
     latest = Math.max(latest, now)
     clock.now = now
     const identity = `sid${who}`
-    const expected = plain(check ? await memoryStack.check(identity, cost) : await memoryStack.consume(identity, cost)) as StackDecision
-    const got = check ? await redisStack.check(identity, cost) : await redisStack.consume(identity, cost)
-    assert.deepEqual(got, expected, `op ${i} at ${now}: ${check ? 'check' : 'consume'} ${identity} cost ${cost}`)
+    const call = units !== undefined ? 'charge' : check ? 'check' : 'consume'
+    const amount = units ?? cost
+    const expected = plain(await memoryStack[call](identity, amount)) as StackDecision
+    const got = await redisStack[call](identity, amount)
+    assert.deepEqual(got, expected, `op ${i} at ${now}: ${call} ${identity} ${amount}`)
+    if (units !== undefined) seen.charges++
     assert.deepEqual(plain(await redisStack.state(identity)), plain(await memoryStack.state(identity)), `states after op ${i}`)
     seen.decisions++
     if (check) seen.checks++
@@ -141,7 +155,7 @@ t.test('differential: the Redis stack decides and stores as the memory stack', {
     for (const p of s.policies) seen.stacks.add(p.algorithm)
     await differential(backend.stack(address, s.policies), memory.stack(address, s.policies), clock, s)
   }), { numRuns: 150 })
-  t.pass(`${seen.decisions} decisions alike (${seen.checks} checks, ${seen.refused} refused, ${seen.partial} of them with a policy that had room), states too`)
+  t.pass(`${seen.decisions} decisions alike (${seen.checks} checks, ${seen.charges} charges, ${seen.refused} refused, ${seen.partial} of them with a policy that had room), states too`)
   t.same([...seen.stacks].sort(), [...ALGORITHMS].sort(), 'every algorithm took part')
   t.ok(seen.partial > 0 && seen.checks > 0, 'partial refusals and checks happened')
 })
@@ -440,7 +454,8 @@ t.test('the script: the deadline, the test time, bad arguments', { skip }, async
   t.equal(await redis.exists(...k2), 0, 'a check stores nothing')
   const bad: string[][] = [
     ['one', '0', ...fps],
-    ['1', '2', ...fps],
+    ['1', '3', ...fps],
+    ['c1', '2', ...fps],
     ['1', '', ...fps],
     ['1', '0', fps[0]!],
     ['1', '0', ...fps, '', 'soon'],

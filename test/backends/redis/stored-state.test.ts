@@ -30,11 +30,28 @@ t.test('worstState: denies every cost and recovers within R; checkedState keeps 
   t.same(checkedState(TB, { tokens: 4000, last: NOW + 501 }, NOW), worstState(TB, NOW), 'last more than R ahead')
   t.same(checkedState(TB, { tokens: 5001, last: NOW }, NOW), worstState(TB, NOW), 'above capacity')
   t.same(checkedState(FW, { start: NOW + 1, count: 1 }, NOW), worstState(FW, NOW), 'an unaligned window')
-  t.same(checkedState(FW, { start: NOW, count: 4 }, NOW), worstState(FW, NOW), 'a count above the limit')
+  // A charge's debt of one capacity is a legitimate state (limiter.charge): up to twice the limit.
+  t.same(checkedState(FW, { start: NOW, count: 6 }, NOW), { start: NOW, count: 6 }, 'a count with a debt of one window')
+  t.same(checkedState(FW, { start: NOW, count: 7 }, NOW), worstState(FW, NOW), 'a count above twice the limit')
+  t.same(checkedState(SW, { start: NOW, previous: 0, current: 8 }, NOW), { start: NOW, previous: 0, current: 8 }, 'current with a debt')
+  t.same(checkedState(SW, { start: NOW, previous: 0, current: 9 }, NOW), worstState(SW, NOW))
+  t.same(checkedState(TB, { tokens: -5000, last: NOW }, NOW), { tokens: -5000, last: NOW }, 'a level one capacity below empty')
+  t.same(checkedState(TB, { tokens: -5001, last: NOW }, NOW), worstState(TB, NOW), 'below that')
   t.same(checkedState(SW, { start: NOW, previous: 5, current: 0 }, NOW), worstState(SW, NOW))
   t.same(checkedState(SW, { start: NOW, previous: 4, current: 4 }, NOW), { start: NOW, previous: 4, current: 4 })
-  t.same(checkedState(GC, { tat: (NOW + 2000) + 2000 + 1 }, NOW), worstState(GC, NOW), 'tat past the horizon')
-  t.same(checkedState(GC, { tat: (NOW + 2000) + 2000 }, NOW), { tat: (NOW + 2000) + 2000 }, 'at it')
+  // tau = 2000: a tat up to 2 tau ahead of the horizon (a debt of one burst).
+  t.same(checkedState(GC, { tat: (NOW + 2000) + 4000 + 1 }, NOW), worstState(GC, NOW), 'tat past the horizon')
+  t.same(checkedState(GC, { tat: (NOW + 2000) + 4000 }, NOW), { tat: (NOW + 2000) + 4000 }, 'at it')
+  // A policy without room for a debt (chargeProblem) trusts none: no charge ever reaches it.
+  const tight: Policy = { algorithm: 'fixed-window', limit: 2 ** 52, windowMs: 1000 }
+  t.equal(validFields(tight, [NOW, 2 ** 52], NOW), true)
+  t.equal(validFields(tight, [NOW, 2 ** 52 + 1], NOW), false, 'no debt without room for it')
+  t.equal(validFields({ algorithm: 'token-bucket', limit: 1, windowMs: 2 ** 52 }, [-1, NOW], NOW), false)
+  // tau = 3.002e15: 2 tau on the 2100 horizon is safe, 3 tau is not: the horizon plus one tau.
+  const long: Policy = { algorithm: 'gcra', limit: 1, windowMs: 3_002_000_000_000_000 }
+  t.equal(validFields(long, [NOW + 2 * long.windowMs], NOW), true)
+  t.equal(validFields(long, [NOW + 2 * long.windowMs + 1], NOW), false)
+  t.equal(validFields(FW, [-1000, 0], NOW), false, 'only a token bucket has a signed field')
   t.equal(validFields(TB, [5000, NOW + 500], NOW), true, 'the bounds are inclusive')
 })
 
@@ -43,9 +60,12 @@ t.test('readStored: conflict, trusted, or decided as the worst state', async (t)
   t.same(readStored(`${fp} 3000 ${NOW}`, TB, fp, NOW), { kind: 'state', state: { tokens: 3000, last: NOW }, valid: true })
   t.same(readStored(`fixed-window:3:1000 0 1`, TB, fp, NOW), { kind: 'conflict', fingerprint: 'fixed-window:3:1000' })
   t.same(readStored('', TB, fp, NOW), { kind: 'conflict', fingerprint: '' })
-  for (const junk of [`${fp} 0 99999999999999`, `${fp} 1.5 ${NOW}`, `${fp}  3000 ${NOW}`, `${fp} 3000`, `${fp} 007 ${NOW}`, `${fp} 3000 ${NOW} 1`, `${fp} -1 ${NOW}`]) {
+  for (const junk of [`${fp} 0 99999999999999`, `${fp} 1.5 ${NOW}`, `${fp}  3000 ${NOW}`, `${fp} 3000`, `${fp} 007 ${NOW}`, `${fp} 3000 ${NOW} 1`, `${fp} -0 ${NOW}`, `${fp} -5001 ${NOW}`, `${fp} - ${NOW}`]) {
     t.same(readStored(junk, TB, fp, NOW), { kind: 'state', state: worstState(TB, NOW), valid: false }, JSON.stringify(junk))
   }
+  t.same(readStored(`${fp} -1 ${NOW}`, TB, fp, NOW), { kind: 'state', state: { tokens: -1, last: NOW }, valid: true }, 'a debt')
+  const fw = policyFingerprint(FW)
+  t.same(readStored(`${fw} -1000 0`, FW, fw, NOW), { kind: 'state', state: worstState(FW, NOW), valid: false }, 'no sign elsewhere')
   t.same(readStored(`${fp} 0 99999999999999`, TB, fp, Infinity).kind, 'state', 'no time bound with Infinity')
   t.equal((readStored(`${fp} 0 99999999999999`, TB, fp, Infinity) as { valid: boolean }).valid, true)
 })
@@ -87,7 +107,7 @@ t.test('a penalty\'s two fields: in range up to R + max(R, the longest block) ah
   t.equal(validFields(restart, [NOW, 1, NOW + 2000, 64], NOW), true, 'at both bounds')
   t.equal(validFields(restart, [NOW, 1, NOW + 2001, 3], NOW), false, 'a block ending too far ahead')
   t.equal(validFields(restart, [NOW, 1, NOW, 65], NOW), false, 'too many strikes')
-  t.equal(validFields(restart, [NOW, 4, NOW, 1], NOW), false, "the quota's own fields still checked")
+  t.equal(validFields(restart, [NOW, 7, NOW, 1], NOW), false, "the quota's own fields still checked")
   // token-bucket R = 500, double's longest 8000: <= now + 8500.
   t.equal(validFields(double, [5000, NOW, NOW + 8500, 4], NOW), true)
   t.equal(validFields(double, [5000, NOW, NOW + 8501, 4], NOW), false)
