@@ -145,3 +145,9 @@ await app.register(admission, { hook: 'onSend' })
 app.get('/grouped', { config: { admission: { groupId: 'search', hook: 'preHandler', enforce: true, allowList: ['::1'] } } }, async () => 'ok')
 const wouldLimit: number = stats.wouldLimit + stats.wouldShed + stats.allowed
 void wouldLimit
+
+// Charging after the response: the units the request really took, a number or a promise of one.
+app.get('/complete', { config: { admission: { cost: 1_000, charge: (_request, reply) => reply.statusCode === 200 ? 4_000 : 0 } } }, async () => 'ok')
+app.get('/export', { config: { admission: { charge: async () => 12 } } }, async () => 'ok')
+// @ts-expect-error the charge returns units, not a string
+app.get('/bad-charge', { config: { admission: { charge: () => 'many' } } }, async () => 'ok')

@@ -99,3 +99,10 @@ declare const stackLimiter: StackLimiter
 const withStacks: RatesBackend = { kind: 'custom', limiter: () => { throw new Error('unused') }, stack: () => stackLimiter, stop: async () => {} }
 const withoutStacks: RatesBackend = { kind: 'custom', limiter: () => { throw new Error('unused') }, stop: async () => {} }
 void withStacks; void withoutStacks
+
+// Charging after the work: a single limiter and a stack, units a number.
+const owed: RateDecision = await send.charge('user-1', 250)
+const owedStack: StackDecision = await limits.charge('u', -3)
+void owed; void owedStack
+// @ts-expect-error units are a number
+await send.charge('user-1', '250')

@@ -1,6 +1,8 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import type { Policy } from '../core/rates/types.js'
 import { FailureCount } from './plan/login-attempts.js'
+import { ChargeAfterWork, type ChargeAfterResponse } from './plan/charge-after-work.js'
+import { AdmissionOptionError } from './errors.js'
 import { Groups } from './quotas/groups.js'
 import { isTiers, type Limits, type StackLimits } from './options/limits.js'
 import { onRequestHook, preHandlerHook } from './on-request.js'
@@ -177,9 +179,11 @@ export class RouteWiring {
       : parsed.rateLimit === undefined && !dry ? this.shared : openLimits(this.quotas, name, limits, dry, path)
     const gate = routeGate(name, route.url, parsed.maxInFlight, opened.limiter, leadPolicy(limits), parsed.cost, settings.headers, undefined, tierNames(limits))
     this.gates.set(name, gate)
+    const tiers = this.tiersOf(name, route.url, opened, limits, parsed.cost)
     return this.planner.plan({
       gate,
-      tiers: this.tiersOf(name, route.url, opened, limits, parsed.cost),
+      tiers,
+      charge: parsed.charge === undefined ? undefined : this.chargeAfterWork(name, parsed.charge, tiers === undefined ? [gate] : [...tiers.gates.values()]),
       priority: PRIORITY_NAMES.indexOf(parsed.priority) as Priority,
       enforce: parsed.enforce,
       errorResponseBuilder: parsed.errorResponseBuilder,
@@ -208,6 +212,7 @@ export class RouteWiring {
       onBackendError: settings.onBackendError,
       preHandler: false,
       failures: undefined,
+      charge: undefined,
       waitsForHandler: false,
       handlerWatched: true,
       notFound: true
@@ -227,6 +232,16 @@ export class RouteWiring {
       this.gates.set(tierGate.name, tierGate)
     }
     return { tier: limits.tier, gates }
+  }
+
+  /** A route's charge after the response, once every quota it may charge can take one (the backend's limiters and stacks charge). */
+  private chargeAfterWork (name: string, charge: ChargeAfterResponse, gates: readonly RouteGate[]): ChargeAfterWork {
+    for (const one of gates) {
+      if (one.limiter?.charge === undefined) {
+        throw new AdmissionOptionError(`config.admission of ${name}.charge`, `absent on a backend that cannot charge after the work (the ${JSON.stringify(this.settings.backend?.kind ?? 'memory')} backend's limiters have no charge)`, charge)
+      }
+    }
+    return new ChargeAfterWork(charge, name, this.log)
   }
 
   /** Two routes with one method and URL (constraints tell them apart) get `#2`, `#3`… */
@@ -273,7 +288,8 @@ function pluginRoute (settings: Settings): RouteSettings {
     allowList: settings.allowList,
     onBackendError: settings.onBackendError,
     count: 'requests',
-    failed: undefined
+    failed: undefined,
+    charge: undefined
   }
 }
 

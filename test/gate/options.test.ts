@@ -117,7 +117,7 @@ const RL = { limit: 10, windowMs: 1000, burst: 5 }
 // What a route's settings hold beyond the gate's numbers, when it sets none of it.
 const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined, onBackendError: 'deny' }
 /** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
-const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined }
+const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined }
 
 // ---------------------------------------------------------------------------------------------
 // validateOptions
@@ -744,7 +744,7 @@ t.test('route: the value must be false or a plain object', async (t) => {
   for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['off', "'off' (string)"], [[], '[]'], [instance, 'Admission'], [() => ({}), '[Function (anonymous)] (function)']] as Bad[]) {
     routeRejected(t, value, '', value, shown)
   }
-  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed? } or false')
+  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed?, charge? } or false')
 })
 
 t.test('route: unknown keys, including plugin-only options and register keys', async (t) => {

@@ -10,6 +10,7 @@ import type { AllowListOption, AllowMatcher } from './allow-list.js'
 import type { ErrorResponseBuilder } from './error-response.js'
 import type { Limits } from './limits.js'
 import type { CountMode, FailedResponse } from '../plan/login-attempts.js'
+import type { ChargeAfterResponse } from '../plan/charge-after-work.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.
@@ -90,6 +91,14 @@ export interface AdmissionRouteOptions {
   count?: CountMode
   /** With `count: 'failures'`: whether a response is a failure (synchronous); default a 4xx status. */
   failed?: FailedResponse
+  /**
+   * Charging after the response: the units this request really took (tokens generated, bytes,
+   * rows), known once its work is done. The request takes `cost` up front (its estimate); when its
+   * response ends, the difference is charged to the quota that admitted it — more may put the
+   * client into debt, refused with an honest `Retry-After` until repaid; less gives units back.
+   * A safe integer from 0 to the quota's capacity, or a promise of one.
+   */
+  charge?: ChargeAfterResponse
 }
 
 export interface AdmissionOptions {
@@ -192,6 +201,7 @@ export interface RouteSettings {
   readonly onBackendError: 'deny' | 'allow'
   readonly count: CountMode
   readonly failed: FailedResponse | undefined
+  readonly charge: ChargeAfterResponse | undefined
 }
 
 export interface Settings {

@@ -4,6 +4,7 @@ import type { Pressure } from '../../pressure/pressure.js'
 import type { AllowMatcher } from '../options/allow-list.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { FailureCount } from './login-attempts.js'
+import type { ChargeAfterWork } from './charge-after-work.js'
 import { rawRefusal } from '../outcomes/raw-refusal.js'
 import { Outcomes, type OutcomeContext, type Refusals, type Step } from '../outcomes/recorder.js'
 import { builder, json, problem, text, throughErrors, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
@@ -46,6 +47,8 @@ export interface RouteSpec {
   /** The rate check runs in `preHandler`. */
   readonly preHandler: boolean
   readonly failures: FailureCount | undefined
+  /** Charging after the response (`config.admission.charge`). */
+  readonly charge: ChargeAfterWork | undefined
   readonly waitsForHandler: boolean
   readonly handlerWatched: boolean
   /** Requests that matched no route: they hold no slot, and are refused while the global gate is full. */
@@ -174,10 +177,11 @@ export class Planner {
     const sampler = this.parts.sampler
     const failures = spec.failures
     const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit) }
-    if (failures === undefined) return sampled
+    const charged: EndListener = spec.charge === undefined ? sampled : chargedAfter(spec.charge.ended, sampled)
+    if (failures === undefined) return charged
     return (permit, how) => {
       failures.ended(permit)
-      sampled(permit, how)
+      charged(permit, how)
     }
   }
 
@@ -188,6 +192,14 @@ export class Planner {
     const fallback: Refuse = (permit, status, seconds, reason, message, violated) => { builtIn[reason](permit, status, seconds, reason, message, violated) }
     const built: Refuse = builder(build, fallback, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
     return { shed: built, limited: built, unavailable: built }
+  }
+}
+
+/** The slots go back first (a charge may wait for its backend), then the charge is taken. */
+function chargedAfter (charge: EndListener, released: EndListener): EndListener {
+  return (permit, how) => {
+    released(permit, how)
+    charge(permit, how)
   }
 }
 

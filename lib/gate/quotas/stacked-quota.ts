@@ -48,6 +48,12 @@ export class StackedQuota implements BackendLimiter, Verdicts {
     this.verdicts = this.sync === undefined ? undefined : this
   }
 
+  /** A charge after the work: every policy of the stack (`StackLimiter.charge`), when the backend's stacks charge. */
+  get charge (): ((identity: string, units: number) => Promise<RateDecision>) | undefined {
+    const stack = this.stack
+    return stack.charge === undefined ? undefined : (identity, units) => stack.charge!(identity, units)
+  }
+
   // Verdicts, over the stack's.
   decide (identity: string, cost: number): Verdict {
     const sync = this.sync!

@@ -133,3 +133,29 @@ t.test('a key written under another policy: a charge is a conflict and changes n
   t.ok(error instanceof RatesPolicyConflictError)
   t.equal((await one.rates.use('shared', { algorithm: 'fixed-window', limit: 5, windowMs: 1000 }).consume('ada')).remaining, 2, 'the stored count is as it was')
 })
+
+t.test('a route charges after its response on Redis: one script call, and every app of the fleet refuses the debt', { skip }, async (t) => {
+  const clock = { now: T0 }
+  const { client, backend } = fleet(t, 'charge-route', clock)
+  const apps = await Promise.all([0, 1].map(async () => {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    await app.register(admission, { backend: backend(), rateLimit: { algorithm: 'token-bucket', limit: 100, windowMs: 60_000 } })
+    app.get('/complete', { config: { admission: { cost: 10, charge: (request) => Number(request.headers['x-used']) } } }, async () => 'ok')
+    await app.ready()
+    return app
+  }))
+  const settled = async (calls: number): Promise<void> => {
+    while (client.calls.evalsha < calls || client.pending() > 0) await new Promise((resolve) => setImmediate(resolve))
+  }
+  const before = client.calls.evalsha
+  t.equal((await apps[0]!.inject({ url: '/complete', headers: { 'x-used': '60' } })).statusCode, 200)
+  // The charge is taken as the response ends; its round trip is one script call.
+  await settled(before + 2)
+  t.equal(client.calls.evalsha, before + 2, 'the decision and the charge')
+  t.equal((await apps[0]!.inject({ url: '/complete', headers: { 'x-used': '100' } })).statusCode, 200, '40 left: room for the estimate')
+  await settled(before + 4)
+  const refused = await apps[1]!.inject({ url: '/complete', headers: { 'x-used': '10' } })
+  t.equal(refused.statusCode, 429, 'the other app refuses the debt')
+  t.equal(refused.headers['retry-after'], '42', '60 owed and 10 to spend: 70 tokens at one per 600 ms')
+})

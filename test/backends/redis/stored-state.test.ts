@@ -100,6 +100,26 @@ t.test('delete() with a scripted client: true, false, a conflict, stopped; the d
   t.type(await limiter.delete('sa').catch((e: unknown) => e), RatesStoppedError)
 })
 
+t.test('charge() with a scripted client: the amount goes as "c<units>", a stack\'s as mode 2; stopped', async (t) => {
+  const sent: string[][] = []
+  const replies: unknown[] = []
+  const client = {
+    evalsha: async (_sha: string, _keys: number, ...args: string[]) => { sent.push(args); return replies.shift() },
+    eval: async () => null
+  }
+  const backend = redisBackend({ client, timeoutMs: 1000 })
+  const limiter = backend.limiter('app#c', TB)
+  replies.push([0, 0, 0, 600, NOW + 1000, NOW, NOW + 600, -1000, NOW])
+  t.match(await limiter.charge!('sa', 6), { allowed: false, remaining: 0, retryAfterMs: 600 })
+  t.same(sent[0]!.slice(1, 3), [policyFingerprint(TB), 'c6'], 'the key, then the fingerprint and the amount')
+  const stack = backend.stack('app#s', [TB, FW])
+  replies.push([0, 1, NOW, 1, 4, 0, NOW + 200, NOW + 100, 1, 2, 0, NOW + 1000, NOW + 1000])
+  t.match(await stack.charge!('sa', -1), { allowed: true, policies: [{ remaining: 4 }, { remaining: 2 }] })
+  t.same(sent[1]!.slice(2, 4), ['-1', '2'], 'the units, then mode 2')
+  await backend.stop()
+  t.type(await limiter.charge!('sa', 1).catch((e: unknown) => e), RatesStoppedError)
+})
+
 t.test('a penalty\'s two fields: in range up to R + max(R, the longest block) ahead and 64 strikes; the worst state is not blocked', async (t) => {
   const restart = normalizePolicy({ ...FW, penalty: 'restart' })
   const double = normalizePolicy({ ...TB, penalty: { mode: 'double', maxMs: 8000 } })

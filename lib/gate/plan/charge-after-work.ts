@@ -1,0 +1,92 @@
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
+import { Contained, isThenable } from '../../callbacks/contained.js'
+import { AdmissionChargeError } from '../errors.js'
+import { AdmissionOptionError } from '../../validation/errors.js'
+import type { Permit, PermitEnd } from '../release/permit.js'
+
+/** A route's `charge`: the units the request really took, known once its work is done. */
+export type ChargeAfterResponse = (request: FastifyRequest, reply: FastifyReply) => number | PromiseLike<number>
+
+/** `config.admission.charge`: absent, or a function (synchronous or async). */
+export function chargeOption (path: string, value: unknown): ChargeAfterResponse | undefined {
+  if (value === undefined) return undefined
+  if (typeof value !== 'function') {
+    throw new AdmissionOptionError(path, 'a function (request, reply) => units (a number, or a promise of one): what the request really took, charged when its response ends', value)
+  }
+  return value as ChargeAfterResponse
+}
+
+/**
+ * Charging after the response (a route's `charge`): the request took its `cost` up front, an
+ * estimate; when its permit ends with the handler's work done (`responded`, `aborted` — the client
+ * left, the work still ran — or `timedOut`), `charge(request, reply)` says what it really took, and
+ * the difference goes to the quota that admitted it (the route's, or its tier's), by the key it was
+ * admitted under: more puts the client into debt, refused with an honest `Retry-After` until time
+ * repays it; less gives units back.
+ *
+ * Only a request the quota admitted is charged: a refused one took nothing, nor did one admitted
+ * because the backend could not decide (`onBackendError: 'allow'`) or a shadow-mode request the
+ * quota would have refused. What can go wrong is logged once per route until it works again, and
+ * the estimate stands: the callback throws or rejects; it returns no amount (not a safe integer, or
+ * below 0: `AdmissionChargeError`); the backend cannot take the charge. An amount above the quota's
+ * capacity is logged the same way and charged as the capacity, the most a quota can owe.
+ */
+export class ChargeAfterWork {
+  private readonly charge: ChargeAfterResponse
+  private readonly route: string
+  private readonly callback: Contained
+  private readonly amount: Contained
+  private readonly backend: Contained
+
+  constructor (charge: ChargeAfterResponse, route: string, log: FastifyBaseLogger) {
+    this.charge = charge
+    this.route = route
+    this.callback = new Contained(log, 'charge', route, 'charging nothing beyond the request\'s cost')
+    this.amount = new Contained(log, 'charge', route, 'charging nothing beyond the request\'s cost, or the capacity for an amount above it')
+    this.backend = new Contained(log, 'charge (the backend)', route, 'the request\'s cost stands')
+  }
+
+  /** The permit's end (the route's `EndListener`). */
+  readonly ended = (permit: Permit, how: PermitEnd): void => {
+    if (how === 'refused' || !permit.admitted || permit.backendFailed || permit.key === undefined) return
+    let units: unknown
+    try {
+      units = this.charge(permit.request, permit.reply)
+    } catch (error) {
+      this.callback.failed(error)
+      return
+    }
+    if (!isThenable(units)) {
+      this.callback.worked()
+      this.take(permit, units)
+      return
+    }
+    Promise.resolve(units).then((resolved) => {
+      this.callback.worked()
+      this.take(permit, resolved)
+    }, (error: unknown) => { this.callback.failed(error) })
+  }
+
+  private take (permit: Permit, units: unknown): void {
+    const gate = permit.gate
+    const limiter = gate.limiter!
+    const capacity = gate.stacked === undefined ? gate.quota : Math.max(...gate.stacked.quotas)
+    if (typeof units !== 'number' || !Number.isSafeInteger(units) || units < 0) {
+      this.amount.failed(new AdmissionChargeError(this.route, units, capacity))
+      return
+    }
+    let amount = units
+    if (amount > capacity) {
+      this.amount.failed(new AdmissionChargeError(this.route, units, capacity))
+      amount = capacity
+    } else {
+      this.amount.worked()
+    }
+    const delta = amount - gate.cost
+    if (delta === 0) return
+    limiter.charge!(permit.key!, delta).then(this.backendWorked, this.backendFailed)
+  }
+
+  private readonly backendWorked = (): void => { this.backend.worked() }
+  private readonly backendFailed = (error: unknown): void => { this.backend.failed(error) }
+}
