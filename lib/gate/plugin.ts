@@ -19,6 +19,10 @@ import { openLimits, Quotas } from './quotas/quotas.js'
 import { registrationAddress } from './quotas/registration-address.js'
 import { registryOver } from './registry.js'
 import { AdaptiveSampler } from './release/adaptive-sampler.js'
+import { FleetShare } from './release/fleet-share.js'
+import { isFleet } from './options/in-flight-options.js'
+import { AdmissionOptionError } from './errors.js'
+import type { FleetMember, RatesBackend } from '../rates/backend.js'
 import { permitField, Slots } from './release/slots.js'
 import { encloses, outerGates, routeRecord, see, ungated, unseenRoutes } from './route-record.js'
 import { RouteWiring } from './wiring.js'
@@ -69,12 +73,21 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   // A stopped backend, one whose quota here already has another policy, or a custom backend whose limiter is not one.
   const shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
 
-  // The in-flight slots: a fixed limit, or the adaptive limit's, moved by its sampler.
+  // The in-flight slots: a fixed limit, or the adaptive limit's, moved by its sampler; a fleet's
+  // share caps either (the fleet's limit itself, without the adaptive one).
   const global = newCounters()
   const inFlight = settings.maxInFlight
-  const slots = new Slots(global, typeof inFlight === 'number' ? inFlight : 0, inFlight === false ? 0 : settings.criticalReserve)
-  const sampler = typeof inFlight === 'object' ? new AdaptiveSampler(slots, inFlight.limit) : undefined
-  fastify.addHook('onClose', (_instance, closed) => { sampler?.stop(); closed() })
+  const fleet = isFleet(inFlight) ? inFlight : undefined
+  const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
+  const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
+  const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
+  const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet.ttlMs), fleet.fleet, fleet.refreshMs, slots, fastify.log)
+  if (share !== undefined) fastify.addHook('onReady', () => share.start())
+  fastify.addHook('onClose', (_instance, closed) => {
+    sampler?.stop()
+    if (share === undefined) closed()
+    else share.stop().then(() => { closed() }, closed)
+  })
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
   const keyOf = settings.key === undefined
@@ -152,6 +165,14 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   if (metrics === undefined) return undefined
   const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow' }
   return metrics.start(fastify, source, address)
+}
+
+/** The backend's membership of the fleet at the registration's address (every process of the fleet registers there). */
+function fleetMember (backend: RatesBackend, address: string, ttlMs: number): FleetMember {
+  if (backend.fleet === undefined) {
+    throw new AdmissionOptionError('maxInFlight.fleet', `a backend every process of the fleet shares (redisBackend): the ${JSON.stringify(backend.kind)} backend has no fleet to be part of`, 'fleet')
+  }
+  return backend.fleet(address, ttlMs)
 }
 
 /** How many contexts enclose `fastify` (the root: 0). */

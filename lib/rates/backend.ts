@@ -97,6 +97,20 @@ export interface StackLimiter {
   readonly synchronous?: SynchronousStack
 }
 
+/** A fleet as one member sees it: how many members are live, and where this one sorts among them (from 0). */
+export interface FleetView {
+  readonly members: number
+  readonly rank: number
+}
+
+/** One process's membership of a fleet that shares a limit (`maxInFlight: { fleet }`). */
+export interface FleetMember {
+  /** Renews this member's entry (it lapses after the TTL it was made with) and answers the fleet as it stands. */
+  refresh (): Promise<FleetView>
+  /** Leaves the fleet at once (a process that stops). */
+  leave (): Promise<void>
+}
+
 /** Where quotas live: memory (one process) or Redis (many). */
 export interface RatesBackend {
   readonly kind: string
@@ -112,6 +126,11 @@ export interface RatesBackend {
    * tiers with stacks or login throttling, which say so at registration.
    */
   stack? (address: string, policies: readonly Readonly<Policy>[]): StackLimiter
+  /**
+   * A membership of the fleet `name` (every process of it shares the backend), whose entry lapses
+   * `ttlMs` after its last refresh. Optional: the memory backend has no fleet to be part of.
+   */
+  fleet? (name: string, ttlMs: number): FleetMember
   /** States held over all its limiters, recovered ones included until dropped, when the backend keeps them in this process (memory). */
   readonly identities?: number
   /** Ends the backend's part; afterwards its limiters reject with `RatesStoppedError`. */

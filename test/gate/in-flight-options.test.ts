@@ -53,7 +53,7 @@ t.test("maxInFlight: 'auto' is the adaptive limit with its defaults and queueing
 
 t.test('maxInFlight: what is not a limit', async (t) => {
   const bad = (value: unknown, path: string, shown: string, expected?: string): void => { rejected(t, () => validateOptions({ maxInFlight: value }), path, value, shown, expected) }
-  bad({ max: 5 }, 'maxInFlight', '{ max: 5 }', 'or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }')
+  bad({ max: 5 }, 'maxInFlight', '{ max: 5 }', '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? } or { fleet, refreshMs?, adaptive?, … }')
   bad(true, 'maxInFlight', 'true (boolean)', 'a positive safe integer or false')
   bad([3], 'maxInFlight', '[ 3 ]')
   rejected(t, () => validateOptions({ maxInFlight: { adaptive: false } }), 'maxInFlight.adaptive', false, 'false (boolean)', 'true (a fixed limit is a number)')

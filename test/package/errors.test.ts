@@ -20,6 +20,7 @@ const concrete: Array<{ name: string, base: string, code: string, make: (X: Erro
   { name: 'AdmissionKeyError', base: 'AdmissionError', code: 'ADMISSION_INVALID_KEY', make: (X) => new (X as unknown as new (v: unknown) => Error)(42) },
   { name: 'AdmissionAllowListError', base: 'AdmissionError', code: 'ADMISSION_INVALID_ALLOW_LIST_RESULT', make: (X) => new (X as unknown as new (v: unknown) => Error)(Promise.resolve(true)) },
   { name: 'AdmissionTierError', base: 'AdmissionError', code: 'ADMISSION_UNKNOWN_TIER', make: (X) => new (X as unknown as new (v: unknown, tiers: string[]) => Error)(7, ['free', 'pro']) },
+  { name: 'AdmissionChargeError', base: 'AdmissionError', code: 'ADMISSION_INVALID_CHARGE', make: (X) => new (X as unknown as new (route: string, v: unknown, capacity: number) => Error)('GET /x', 1.5, 100) },
   { name: 'AdmissionScopeError', base: 'AdmissionError', code: 'ADMISSION_UNGATED_ROUTE', make: (X) => new (X as unknown as new (routes: string[]) => Error)(['GET /x']) },
   { name: 'AdmissionCallbackError', base: 'AdmissionError', code: 'ADMISSION_CALLBACK_FAILED', make: (X) => new (X as unknown as new (c: string, v: unknown) => Error)('key', undefined) },
   { name: 'AdmissionRefusalError', base: 'AdmissionError', code: 'ADMISSION_SHED', make: (X) => new (X as unknown as new (s: number, r: string, n: number, m: string) => Error)(503, 'shed', 1, 'Server is at capacity, retry in 1 second') },

@@ -9,6 +9,7 @@ import type { QuotaBackend } from './quota-backend.js'
 import { scriptCall, type RedisBackendClient, type RedisClientShape, type ScriptCall } from './redis-client.js'
 import { RedisBackendLimiter } from './redis-limiter.js'
 import { RedisBackendStack } from './redis-stack.js'
+import { RedisFleetMember } from './fleet-membership.js'
 import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
 export { RedisBackendLimiter } from './redis-limiter.js'
@@ -161,6 +162,12 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
     if (this.stopped) throw new RatesStoppedError(address)
     if (policies.length === 0) throw new RatesInvalidArgumentError('policies', 'one or more policies', policies)
     return this.quotas.stack(address, policies, () => new RedisBackendStack(this, address, policies))
+  }
+
+  /** A membership of the fleet `name`: one sorted set of live processes (`fleet-membership.ts`). */
+  fleet (name: string, ttlMs: number): RedisFleetMember {
+    if (this.stopped) throw new RatesStoppedError(`fleet ${name}`)
+    return new RedisFleetMember(this, name, ttlMs)
   }
 
   /** Runs the decision script on `key` (`runScript`). */

@@ -22,6 +22,39 @@ export interface AdaptiveInFlightOptions {
   probeIntervalMs?: number
 }
 
+/**
+ * `maxInFlight: { fleet: 400 }`: at most that many requests in flight across every process of the
+ * fleet (on a backend shared by them: Redis). Each live process enforces its share, the shares
+ * rebalanced as processes join, leave or die; membership is refreshed on a timer, never per request.
+ * With `adaptive: true` (and the adaptive options), a process's limit is the smaller of its share
+ * and the adaptive limit.
+ */
+export interface FleetInFlightOptions {
+  fleet: number
+  /** How often each process renews its membership and reads the fleet's, ms (default 1 000; 50 to 60 000). */
+  refreshMs?: number
+  adaptive?: true
+  min?: number
+  max?: number
+  initial?: number
+  tolerance?: number
+  probeIntervalMs?: number
+}
+
+/** The validated fleet option: the fleet's limit, the refresh period, an entry's TTL, and the adaptive limit when asked for. */
+export interface FleetSettings {
+  readonly fleet: number
+  readonly refreshMs: number
+  /** A member's entry lapses this long after its last refresh: three refreshes. */
+  readonly ttlMs: number
+  readonly adaptive: AdaptiveSettings | undefined
+}
+
+/** Whether the plugin's in-flight setting is a fleet's. */
+export function isFleet (value: number | false | AdaptiveSettings | FleetSettings): value is FleetSettings {
+  return typeof value === 'object' && 'fleet' in value
+}
+
 /** The validated adaptive option: the core's parameters, frozen. */
 export interface AdaptiveSettings {
   readonly adaptive: true
@@ -29,7 +62,7 @@ export interface AdaptiveSettings {
 }
 
 const complain = AdmissionOptionError.complain
-const EXPECTED = "'auto', a positive safe integer or false, or { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }"
+const EXPECTED = "'auto', a positive safe integer or false, { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? } or { fleet, refreshMs?, adaptive?, … }"
 const ADAPTIVE_SHAPE = { keys: ['adaptive', 'min', 'max', 'initial', 'tolerance', 'probeIntervalMs'], expected: '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
 const DEFAULTS = adaptiveLimitOptions()
 /**
@@ -57,14 +90,33 @@ function adaptiveOption (path: string, value: object): AdaptiveSettings {
   return Object.freeze({ adaptive: true, limit: adaptiveLimitOptions({ min, max, initial, tolerance, probeIntervalMs, fastWeight: WINDOW_FAST_WEIGHT }) })
 }
 
+const FLEET_SHAPE = { keys: ['fleet', 'refreshMs', ...ADAPTIVE_SHAPE.keys], expected: '{ fleet, refreshMs?, adaptive?, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
+const DEFAULT_REFRESH_MS = 1000
+
+function fleetOption (path: string, value: object): FleetSettings {
+  const input = exactObject(complain, path, value, FLEET_SHAPE)
+  const fleet = positiveInteger(complain, `${path}.fleet`, input.fleet, 'a positive safe integer: requests in flight at once across every process of the fleet')
+  const refreshMs = input.refreshMs === undefined ? DEFAULT_REFRESH_MS : numberInRange(complain, `${path}.refreshMs`, input.refreshMs, 50, 60_000, 'an integer from 50 to 60000 (ms)')
+  if (!Number.isInteger(refreshMs)) throw new AdmissionOptionError(`${path}.refreshMs`, 'an integer from 50 to 60000 (ms)', refreshMs)
+  const { fleet: _fleet, refreshMs: _refresh, ...rest } = input
+  const adaptiveKeys = Object.keys(rest).filter((key) => (rest as Record<string, unknown>)[key] !== undefined)
+  let adaptive: AdaptiveSettings | undefined
+  if (input.adaptive !== undefined || adaptiveKeys.length > 0) {
+    if (input.adaptive !== true) throw new AdmissionOptionError(`${path}.adaptive`, `true with the adaptive options (${adaptiveKeys.join(', ')}), or absent without them`, input.adaptive)
+    adaptive = adaptiveOption(path, rest)
+  }
+  return Object.freeze({ fleet, refreshMs, ttlMs: 3 * refreshMs, adaptive })
+}
+
 /**
- * The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default) or the adaptive
- * one; `'auto'` is the adaptive one with its defaults (the registration adds queueing-delay
- * shedding to it unless `queueDelay` says otherwise).
+ * The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default), the adaptive
+ * one, or a fleet's; `'auto'` is the adaptive one with its defaults (the registration adds
+ * queueing-delay shedding to it unless `queueDelay` says otherwise).
  */
-export function inFlightOption (path: string, value: unknown): number | false | AdaptiveSettings {
+export function inFlightOption (path: string, value: unknown): number | false | AdaptiveSettings | FleetSettings {
   if (value === undefined || value === false) return false
   if (value === 'auto') return adaptiveOption(path, { adaptive: true })
+  if (typeof value === 'object' && value !== null && !types.isProxy(value) && Object.hasOwn(value, 'fleet')) return fleetOption(path, value)
   // An object that says `adaptive` (or a Proxy, which the toolkit refuses unread) is the adaptive
   // option; any other value is a number that is not one.
   if (typeof value === 'object' && value !== null && (types.isProxy(value) || Object.hasOwn(value, 'adaptive'))) return adaptiveOption(path, value)

@@ -4,7 +4,7 @@ import type { Algorithm, PenaltyOption, Policy } from '../../core/rates/types.js
 import type { RatesBackend } from '../../rates/backend.js'
 import type { PressureOptions, PressureSettings, QueueDelayOptions, QueueDelaySettings } from '../../pressure/options.js'
 import type { AdmissionMetricsOptions, MetricsSettings } from '../../metrics/options.js'
-import type { AdaptiveInFlightOptions, AdaptiveSettings } from './in-flight-options.js'
+import type { AdaptiveInFlightOptions, AdaptiveSettings, FleetInFlightOptions, FleetSettings } from './in-flight-options.js'
 import type { PriorityName } from '../release/priority.js'
 import type { AllowListOption, AllowMatcher } from './allow-list.js'
 import type { ErrorResponseBuilder } from './error-response.js'
@@ -108,7 +108,7 @@ export interface AdmissionOptions {
    * `'auto'`: the no-tuning overload mode — that adaptive limit and `queueDelay: true` (unless
    * `queueDelay` is given).
    */
-  maxInFlight?: 'auto' | number | false | AdaptiveInFlightOptions
+  maxInFlight?: 'auto' | number | false | AdaptiveInFlightOptions | FleetInFlightOptions
   /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
   criticalReserve?: number
   /** The per-client rate limit (a policy, a stack or tiers); default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
@@ -205,7 +205,7 @@ export interface RouteSettings {
 }
 
 export interface Settings {
-  readonly maxInFlight: number | false | AdaptiveSettings
+  readonly maxInFlight: number | false | AdaptiveSettings | FleetSettings
   readonly criticalReserve: number
   readonly rateLimit: Limits | false
   readonly cost: number

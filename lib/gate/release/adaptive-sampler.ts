@@ -100,7 +100,7 @@ export class AdaptiveSampler {
 
   private update (next: AdaptiveLimit): void {
     this.state = next
-    if (next.limit !== this.slots.limit) this.slots.setLimit(next.limit)
+    if (next.limit !== this.slots.ownLimit) this.slots.setLimit(next.limit)
     this.slots.retryAfter = this.retryAfter()
     const at = adaptiveTickAt(next, this.options)
     if (at < this.timerAt) this.arm(at)

@@ -28,6 +28,10 @@ export class Slots {
   readonly global: GateCounters
   /** The global limit L, 0 for none. */
   limit = 0
+  /** The limit this registration sets (fixed, or the adaptive limit's), before a fleet's share caps it. */
+  ownLimit = 0
+  /** A fleet's share (`maxInFlight: { fleet }`): this process's part of the fleet's limit; Infinity without one. */
+  private cap = Number.POSITIVE_INFINITY
   /** `Retry-After` of a full gate, s: 1 for a fixed limit; the adaptive sampler keeps it at one measured round trip. */
   retryAfter = 1
   private readonly reserveShare: number
@@ -59,6 +63,18 @@ export class Slots {
   }
 
   setLimit (limit: number): void {
+    this.ownLimit = limit
+    this.apply()
+  }
+
+  /** This process's share of a fleet's limit: L is the smaller of it and the limit set (at least 1). */
+  setShare (share: number): void {
+    this.cap = share
+    this.apply()
+  }
+
+  private apply (): void {
+    const limit = Math.min(this.ownLimit, this.cap)
     this.limit = limit
     this.reserve = reserveOf(limit, this.reserveShare)
     this.sheddableLimit = limit - this.reserve

@@ -1,0 +1,120 @@
+// A fleet-wide in-flight limit (maxInFlight: { fleet }) on a real Redis: every live process of the
+// fleet enforces its share, the shares add up to the limit and rebalance as processes join, leave
+// or die (an entry that stops being renewed lapses after its TTL); the share is a local limit (no
+// Redis call per request); the adaptive limit and the critical reserve compose with it. Processes
+// are apps in this process, each with a backend of its own, as separate processes would have.
+import t, { type Test } from 'tap'
+import Fastify, { type FastifyInstance } from 'fastify'
+import type { Redis } from 'ioredis'
+import admission, { redisBackend, type AdmissionOptions, type RatesBackend } from '../../../lib/index.js'
+import { deferred } from '../../helpers/http.js'
+import { counting, deleteKeys, sharedRedis, uniquePrefix, until } from './helpers.js'
+
+const shared = await sharedRedis()
+const skip = 'skip' in shared ? shared.skip : false
+const redis = 'redis' in shared ? shared.redis : (undefined as unknown as Redis)
+if (!skip) t.teardown(() => redis.quit())
+
+const REFRESH = 50
+
+async function member (t: Test, prefix: string, maxInFlight: AdmissionOptions['maxInFlight'], backend?: RatesBackend, extra: AdmissionOptions = {}): Promise<FastifyInstance> {
+  const app = Fastify()
+  await app.register(admission, { backend: backend ?? redisBackend({ client: redis, prefix, timeoutMs: 2000 }), rateLimit: false, maxInFlight, ...extra })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  t.teardown(() => app.close())
+  return app
+}
+
+const limits = (apps: FastifyInstance[]): Array<number | false> => apps.map((app) => app.admission.limit)
+const sum = (apps: FastifyInstance[]): number => limits(apps).reduce<number>((a, b) => a + (b === false ? 0 : b), 0)
+
+t.test('shares add up to the limit and rebalance as members join and leave', { skip }, async (t) => {
+  const prefix = uniquePrefix('fleet')
+  t.teardown(() => deleteKeys(redis, prefix))
+  const fleet = { fleet: 10, refreshMs: REFRESH }
+  const first = await member(t, prefix, fleet)
+  t.equal(first.admission.limit, 10, 'alone, after its first refresh (awaited at ready): the whole limit')
+  const apps = [first, await member(t, prefix, fleet), await member(t, prefix, fleet)]
+  await until(() => sum(apps) === 10 && limits(apps).every((l) => l === 3 || l === 4))
+  t.same(limits(apps).sort(), [3, 3, 4], 'three members: 4, 3 and 3')
+  await apps.pop()!.close()
+  await until(() => limits(apps).every((l) => l === 5))
+  t.same(limits(apps), [5, 5], 'one left (its entry removed at close): the others take its share at their next refresh')
+})
+
+t.test('a member that dies (stops renewing) lapses after its TTL; the others take its share', { skip }, async (t) => {
+  const prefix = uniquePrefix('fleet-die')
+  t.teardown(() => deleteKeys(redis, prefix))
+  const app = await member(t, prefix, { fleet: 9, refreshMs: REFRESH })
+  // A member renewed once and never again, at the same fleet (the registration's address): a
+  // process killed without closing.
+  const ghostBackend = redisBackend({ client: redis, prefix, timeoutMs: 2000 })
+  const address = app.admission.address
+  await ghostBackend.fleet!(address, 3 * REFRESH).refresh()
+  await until(() => app.admission.limit === 4 || app.admission.limit === 5)
+  const before = Date.now()
+  await until(() => app.admission.limit === 9)
+  t.ok(Date.now() - before <= 30 * REFRESH, `back to the whole limit ${Date.now() - before} ms after the ghost was seen (its TTL ${3 * REFRESH} ms, plus a refresh)`)
+})
+
+t.test('the share is a local limit: requests beyond it are shed, with no Redis call per request', { skip }, async (t) => {
+  const prefix = uniquePrefix('fleet-shed')
+  t.teardown(() => deleteKeys(redis, prefix))
+  const client = counting(redis)
+  const backend = redisBackend({ client, prefix, timeoutMs: 2000 })
+  const app = Fastify()
+  const release = deferred()
+  await app.register(admission, { backend, rateLimit: false, maxInFlight: { fleet: 2, refreshMs: 60_000 } })
+  app.get('/slow', async () => { await release.promise; return 'done' })
+  await app.ready()
+  t.teardown(() => app.close())
+  const calls = client.calls.eval + client.calls.evalsha
+  // inject() starts a request only once it is awaited (then-ed).
+  const held = [app.inject('/slow').then((r) => r), app.inject('/slow').then((r) => r)]
+  await until(() => app.admission.stats().inFlight === 2)
+  const shed = await app.inject('/slow')
+  t.equal(shed.statusCode, 503, 'the third is shed: the share is 2')
+  t.ok(Number(shed.headers['retry-after']) >= 1)
+  release.resolve()
+  t.same((await Promise.all(held)).map((r) => r.statusCode), [200, 200])
+  t.equal(client.calls.eval + client.calls.evalsha, calls, 'no Redis call for any of the requests')
+})
+
+t.test('the adaptive limit composes: the smaller of it and the share', { skip }, async (t) => {
+  const prefix = uniquePrefix('fleet-adaptive')
+  t.teardown(() => deleteKeys(redis, prefix))
+  const app = await member(t, prefix, { fleet: 400, refreshMs: REFRESH, adaptive: true, initial: 20 })
+  t.equal(app.admission.limit, 20, 'the adaptive limit (20) below the share (400)')
+  const small = await member(t, uniquePrefix('fleet-adaptive-small'), { fleet: 5, refreshMs: REFRESH, adaptive: true, initial: 20 })
+  t.equal(small.admission.limit, 5, 'the share (5) below the adaptive limit')
+})
+
+t.test('Redis unreachable at start: one slot until the fleet is known, a warning logged once', async (t) => {
+  const lines: Array<{ msg: string }> = []
+  const client = { evalsha: async () => { throw new Error('connection refused') }, eval: async () => { throw new Error('connection refused') } }
+  const app = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => { lines.push(JSON.parse(line) as { msg: string }) } } } })
+  await app.register(admission, { backend: redisBackend({ client, timeoutMs: 100 }), rateLimit: false, maxInFlight: { fleet: 50, refreshMs: REFRESH } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  t.equal(app.admission.limit, 1, 'a process that does not know its fleet takes one slot, not the whole limit')
+  await new Promise((resolve) => setTimeout(resolve, 4 * REFRESH))
+  t.equal(lines.filter((line) => /fleet's membership could not be refreshed/.test(line.msg)).length, 1, 'logged once until it works')
+  await app.close()
+  t.ok(lines.some((line) => /could not leave the fleet/.test(line.msg)), 'leaving failed too: its entry lapses with its TTL')
+})
+
+t.test('a backend without fleets, and bad fleet options, are refused at registration', async (t) => {
+  const register = async (maxInFlight: unknown): Promise<unknown> => {
+    const app = Fastify()
+    t.teardown(() => app.close())
+    return app.register(admission, { maxInFlight: maxInFlight as AdmissionOptions['maxInFlight'] }).ready().then(() => undefined, (error: unknown) => error)
+  }
+  t.match(await register({ fleet: 10 }), { code: 'ADMISSION_INVALID_OPTION', message: /maxInFlight\.fleet.*redisBackend.*the "memory" backend has no fleet/ })
+  t.match(await register({ fleet: 0 }), { message: /maxInFlight\.fleet.*positive safe integer/ })
+  t.match(await register({ fleet: 10, refreshMs: 10 }), { message: /maxInFlight\.refreshMs.*from 50 to 60000/ })
+  t.match(await register({ fleet: 10, refreshMs: 100.5 }), { message: /maxInFlight\.refreshMs/ })
+  t.match(await register({ fleet: 10, initial: 5 }), { message: /maxInFlight\.adaptive.*true with the adaptive options \(initial\)/ })
+  t.match(await register({ fleet: 10, adaptive: false }), { message: /maxInFlight\.adaptive/ })
+  t.match(await register({ fleet: 10, flet: 1 }), { message: /maxInFlight/ })
+})
