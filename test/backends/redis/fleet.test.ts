@@ -118,3 +118,30 @@ t.test('a backend without fleets, and bad fleet options, are refused at registra
   t.match(await register({ fleet: 10, adaptive: false }), { message: /maxInFlight\.adaptive/ })
   t.match(await register({ fleet: 10, flet: 1 }), { message: /maxInFlight/ })
 })
+
+t.test('the fleet script with a scripted client: an unexpected reply, a stopped backend; a refresh that fails after one worked keeps the share', async (t) => {
+  const replies: unknown[] = []
+  const client = { evalsha: async () => null, eval: async () => { const next = replies.shift(); if (next instanceof Error) throw next; return next } }
+  const backend = redisBackend({ client, timeoutMs: 200 })
+  const fleet = backend.fleet!('app', 150)
+  replies.push([2, 1], [2, 2], [0, 0])
+  t.same(await fleet.refresh(), { members: 2, rank: 1 })
+  t.match(await fleet.refresh().catch((e: unknown) => e), { code: 'RATES_UNAVAILABLE', message: /unexpected reply from the fleet script/ })
+  await fleet.leave()
+  await backend.stop()
+  t.match(await fleet.refresh().catch((e: unknown) => e), { code: 'RATES_STOPPED' })
+  await fleet.leave()
+  t.throws(() => backend.fleet!('app', 150), { code: 'RATES_STOPPED' })
+
+  // An app whose first refresh worked (share 5 of 10) and whose next ones fail: it keeps 5.
+  const lines: Array<{ msg: string }> = []
+  const later: unknown[] = [[2, 0]]
+  const flaky = { evalsha: async () => null, eval: async () => { const next = later.shift(); if (next === undefined) throw new Error('gone'); return next } }
+  const app = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => { lines.push(JSON.parse(line) as { msg: string }) } } } })
+  await app.register(admission, { backend: redisBackend({ client: flaky, timeoutMs: 100 }), rateLimit: false, maxInFlight: { fleet: 10, refreshMs: REFRESH } })
+  await app.ready()
+  t.equal(app.admission.limit, 5)
+  await until(() => lines.some((line) => /keeps its share of 5 in flight/.test(line.msg)))
+  t.equal(app.admission.limit, 5, 'the last share stands while Redis cannot answer')
+  await app.close()
+})
