@@ -22,7 +22,7 @@ import type { Policy } from '../../../lib/core/rates/index.js'
 import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { admission, redisBackend, type NodeRedisScriptOptions, type RedisBackendClient } from '../../../lib/index.js'
 import { hammer, killSpawned, startChild, statsOf, windowAround, type Child, type ToChild, type ToParent } from './children.js'
-import { counting, freePort, keysUnder, redisServerMissing, serverNow, startPrivateServer, type PrivateServer } from './helpers.js'
+import { counting, freePort, keysUnder, redisServerMissing, run, serverNow, startPrivateServer, type PrivateServer } from './helpers.js'
 
 const CHILD = 'ADMISSION_CLUSTER_CHILD'
 const PROCESSES = 4
@@ -84,17 +84,6 @@ function policiesFor (limit: number, windowMs: number): Record<(typeof ALGORITHM
   }
 }
 
-/** Runs a command-line tool to its end; its exit code and output. */
-function run (command: string, args: string[]): Promise<{ code: number | null, output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    let output = ''
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
-    child.on('error', (error) => resolve({ code: null, output: error.message }))
-    child.on('exit', (code) => resolve({ code, output }))
-  })
-}
 
 async function redisCliMissing (): Promise<string | false> {
   const { code, output } = await run('redis-cli', ['--version'])

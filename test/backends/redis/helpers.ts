@@ -212,20 +212,7 @@ export async function startPrivateServer (extra: string[] = [], port?: number): 
     kill()
     if (wasRunning) await exited
   }
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await admin.connect()
-      await admin.ping()
-      break
-    } catch (error) {
-      admin.disconnect()
-      if (attempt >= 100) {
-        await stop()
-        throw new Error(`redis-server on port ${port} did not answer PING: ${(error as Error).message}`)
-      }
-      await sleep(20)
-    }
-  }
+  await answersPing(admin, `redis-server on port ${port}`, stop)
   return { port, url, pid: child.pid as number, admin, stop, kill, unref: () => { child.unref() } }
 }
 
@@ -263,4 +250,34 @@ export function timedGet (port: number, path: string, headers: Record<string, st
     req.on('error', failed)
     req.end()
   })
+}
+
+/** Runs a command-line tool to its end; its exit code and output. */
+export function run (command: string, args: string[]): Promise<{ code: number | null, output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    child.on('error', (error) => resolve({ code: null, output: error.message }))
+    child.on('exit', (code) => resolve({ code, output }))
+  })
+}
+
+/** Connects `admin` and waits until its server answers PING (100 tries, 20 ms apart); else stops the server and throws. */
+export async function answersPing (admin: Redis, what: string, stop: () => Promise<void>): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await admin.connect()
+      await admin.ping()
+      return
+    } catch (error) {
+      admin.disconnect()
+      if (attempt >= 100) {
+        await stop()
+        throw new Error(`${what} did not answer PING: ${(error as Error).message}`)
+      }
+      await sleep(20)
+    }
+  }
 }

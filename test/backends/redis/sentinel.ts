@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
-import { freePort, startPrivateServer, type PrivateServer } from './helpers.js'
+import { answersPing, freePort, run, startPrivateServer, type PrivateServer } from './helpers.js'
 
 /** The master's name as the sentinels monitor it. */
 export const MASTER_NAME = 'mymaster'
@@ -86,17 +86,6 @@ function fields (flat: unknown): Record<string, string> {
   return out
 }
 
-/** Runs a command-line tool to its end; its exit code and output. */
-export function run (command: string, args: string[]): Promise<{ code: number | null, output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'] })
-    let output = ''
-    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
-    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
-    child.on('error', (error) => resolve({ code: null, output: error.message }))
-    child.on('exit', (code) => resolve({ code, output }))
-  })
-}
 
 export async function redisCliMissing (): Promise<string | false> {
   const { code, output } = await run('redis-cli', ['--version'])
@@ -148,20 +137,7 @@ async function startSentinel (masterPort: number, quorum: number, timing: Sentin
     kill()
     if (was) await exited
   }
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await admin.connect()
-      await admin.ping()
-      break
-    } catch (error) {
-      admin.disconnect()
-      if (attempt >= 100) {
-        await stop()
-        throw new Error(`the sentinel on port ${port} did not answer PING: ${(error as Error).message}`)
-      }
-      await sleep(20)
-    }
-  }
+  await answersPing(admin, `the sentinel on port ${port}`, stop)
   return { port, pid: child.pid as number, admin, stop }
 }
 
