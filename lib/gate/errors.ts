@@ -56,15 +56,14 @@ export class AdmissionTierError extends AdmissionError {
 /**
  * A route's `charge(request, reply)` returned no amount the gate can charge: not a safe integer
  * from 0 to the route's capacity. Logged (once until the next good amount), never thrown at a
- * client: the response is already sent. The message says what kind of value it was, never the
- * value itself; `value` holds it, not enumerable.
+ * client: the response is already sent. The message shows the value short (`show()`, at most
+ * one line); `value` holds it whole, not enumerable.
  */
 export class AdmissionChargeError extends AdmissionError {
   static { brandError(this, 'AdmissionChargeError') }
   declare readonly value: unknown
   constructor (route: string, value: unknown, capacity: number) {
-    const got = typeof value === 'number' ? (Number.isSafeInteger(value) ? String(value) : Number.isInteger(value) ? 'an integer beyond the safe range' : 'a number that is not an integer') : value === null ? 'null' : `a ${typeof value}`
-    super('ADMISSION_INVALID_CHARGE', `Expected config.admission.charge of ${route} to return a safe integer from 0 to ${capacity} (the units the request took; its quota's capacity), got ${got}`)
+    super('ADMISSION_INVALID_CHARGE', `Expected config.admission.charge of ${route} to return a safe integer from 0 to ${capacity} (the units the request took; its quota's capacity), got ${show(value)}`)
     keepValue(this, value)
   }
 }

@@ -20,7 +20,7 @@ import { registrationAddress } from './quotas/registration-address.js'
 import { registryOver } from './registry.js'
 import { AdaptiveSampler } from './release/adaptive-sampler.js'
 import { FleetShare } from './release/fleet-share.js'
-import { isFleet } from './options/in-flight-options.js'
+import { isFleet, type FleetSettings } from './options/in-flight-options.js'
 import { AdmissionOptionError } from './errors.js'
 import type { FleetMember, RatesBackend } from '../rates/backend.js'
 import { permitField, Slots } from './release/slots.js'
@@ -81,7 +81,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
   const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
   const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
-  const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet.ttlMs), fleet.fleet, fleet.refreshMs, slots, fastify.log)
+  const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet.fleet, fleet.refreshMs, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())
   fastify.addHook('onClose', (_instance, closed) => {
     sampler?.stop()
@@ -168,11 +168,11 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
 }
 
 /** The backend's membership of the fleet at the registration's address (every process of the fleet registers there). */
-function fleetMember (backend: RatesBackend, address: string, ttlMs: number): FleetMember {
+function fleetMember (backend: RatesBackend, address: string, fleet: FleetSettings): FleetMember {
   if (backend.fleet === undefined) {
-    throw new AdmissionOptionError('maxInFlight.fleet', `a backend every process of the fleet shares (redisBackend): the ${JSON.stringify(backend.kind)} backend has no fleet to be part of`, 'fleet')
+    throw new AdmissionOptionError('maxInFlight.fleet', `set only on a backend every process of the fleet shares (redisBackend): the ${JSON.stringify(backend.kind)} backend has no fleet to be part of`, fleet.fleet)
   }
-  return backend.fleet(address, ttlMs)
+  return backend.fleet(address, fleet.ttlMs)
 }
 
 /** How many contexts enclose `fastify` (the root: 0). */

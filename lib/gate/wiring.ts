@@ -1,8 +1,7 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import type { Policy } from '../core/rates/types.js'
 import { FailureCount } from './plan/login-attempts.js'
-import { ChargeAfterWork, type ChargeAfterResponse } from './plan/charge-after-work.js'
-import { AdmissionOptionError } from './errors.js'
+import { chargeAfterWork } from './plan/charge-after-work.js'
 import { Groups } from './quotas/groups.js'
 import { isTiers, type Limits, type StackLimits } from './options/limits.js'
 import { onRequestHook, preHandlerHook } from './on-request.js'
@@ -183,7 +182,7 @@ export class RouteWiring {
     return this.planner.plan({
       gate,
       tiers,
-      charge: parsed.charge === undefined ? undefined : this.chargeAfterWork(name, parsed.charge, tiers === undefined ? [gate] : [...tiers.gates.values()]),
+      charge: parsed.charge === undefined ? undefined : chargeAfterWork(name, parsed.charge, tiers === undefined ? [gate] : [...tiers.gates.values()], settings.backend?.kind ?? 'memory', this.log),
       priority: PRIORITY_NAMES.indexOf(parsed.priority) as Priority,
       enforce: parsed.enforce,
       errorResponseBuilder: parsed.errorResponseBuilder,
@@ -232,16 +231,6 @@ export class RouteWiring {
       this.gates.set(tierGate.name, tierGate)
     }
     return { tier: limits.tier, gates }
-  }
-
-  /** A route's charge after the response, once every quota it may charge can take one (the backend's limiters and stacks charge). */
-  private chargeAfterWork (name: string, charge: ChargeAfterResponse, gates: readonly RouteGate[]): ChargeAfterWork {
-    for (const one of gates) {
-      if (one.limiter?.charge === undefined) {
-        throw new AdmissionOptionError(`config.admission of ${name}.charge`, `absent on a backend that cannot charge after the work (the ${JSON.stringify(this.settings.backend?.kind ?? 'memory')} backend's limiters have no charge)`, charge)
-      }
-    }
-    return new ChargeAfterWork(charge, name, this.log)
   }
 
   /** Two routes with one method and URL (constraints tell them apart) get `#2`, `#3`… */

@@ -6,7 +6,6 @@ import type { RatesBackend } from '../../rates/backend.js'
 import { capacityOfLimits, isTiers, limitsOption, type Limits } from './limits.js'
 import { countOption, failedOption } from '../plan/login-attempts.js'
 import { chargeOption } from '../plan/charge-after-work.js'
-import { chargeProblem } from '../../rates/policy.js'
 import { pressureSettings, queueDelaySettings } from '../../pressure/options.js'
 import { metricsOption } from '../../metrics/options.js'
 import { POLICY_SHAPE } from '../../rates/policy.js'
@@ -214,8 +213,7 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     if ('penalty' in effective && effective.penalty !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a penalty (login throttling counts failures and refuses at its check: a penalty's block is for refusals counted)", count)
     if (input.groupId !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a groupId (a group's routes count alike)", count)
   }
-  const charge = chargeOption(`${path}.charge`, input.charge)
-  if (charge !== undefined) chargeable(`${path}.charge`, effective, count, charge)
+  const charge = chargeOption(`${path}.charge`, input.charge, effective, count)
   return Object.freeze({
     maxInFlight: routeMaxInFlight(`${path}.maxInFlight`, input.maxInFlight),
     priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
@@ -233,18 +231,3 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   })
 }
 
-/**
- * A route that charges after the response needs a quota to charge (not login throttling's, which
- * takes only failures) whose every policy has room for a debt of one capacity.
- */
-function chargeable (path: string, limits: Limits | false, count: string, charge: unknown): void {
-  if (limits === false) throw new AdmissionOptionError(path, 'absent where there is no rate limit (a charge takes from a quota)', charge)
-  if (count === 'failures') throw new AdmissionOptionError(path, "absent with count: 'failures' (login throttling takes from its quota only for a failure)", charge)
-  const lists = isTiers(limits) ? [...limits.tiers.values()] : [limits]
-  for (const one of lists) {
-    for (const policy of 'kind' in one ? one.policies.map((named) => named.policy) : [one]) {
-      const problem = chargeProblem(policy)
-      if (problem !== undefined) throw new AdmissionOptionError(path, `absent with a policy that cannot hold a debt of one capacity (${problem}): a smaller burst or windowMs`, charge)
-    }
-  }
-}
