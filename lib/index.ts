@@ -25,7 +25,7 @@ export type { AdmissionDecisionEvent, AdmissionOutcome } from './metrics/events.
 export { memoryBackend, MemoryBackend } from './backends/memory/memory-backend.js'
 export type { MemoryBackendOptions } from './backends/memory/memory-backend.js'
 export { redisBackend, RedisBackend } from './backends/redis/redis-backend.js'
-export type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient, RedisBackendOptions, RedisClientShape, RedisDenyCacheOptions, RedisScriptClient } from './backends/redis/redis-backend.js'
+export type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient, RedisBackendOptions, RedisClientShape, RedisDenyCacheOptions, RedisLeaseOptions, RedisScriptClient } from './backends/redis/redis-backend.js'
 export type { RatesBackend, BackendLimiter, StackLimiter } from './rates/backend.js'
 export type { RateDecision, RateAllowed, RateDenied, StackDecision, PolicyOutcome } from './rates/decision.js'
 export type { Rates, RatesScope, RateLimiter, StackedRateLimiter, RatePolicy, ConsumeOptions, Identity, IdentityPrimitive } from './rates/rates.js'

@@ -1,3 +1,5 @@
+import type { LeaseSettings } from './lease-book.js'
+
 /**
  * What a quota of the Redis backend (a limiter, `redis-limiter.ts`, or a stack, `redis-stack.ts`)
  * needs of its backend: the key prefix, the settings, the clocks and the script calls.
@@ -11,13 +13,15 @@ export interface QuotaBackend {
   readonly timeoutMs: number
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
+  /** Lease settings of its limiters; undefined when leases are off. */
+  readonly leases: LeaseSettings | undefined
   readonly isStopped: boolean
   /** The local clock, in ms: monotonic, fractional (only differences are used). */
   now (): number
   /** The decision script's arguments after the key (see `RedisBackend.args()`). */
-  args (fingerprint: string, amount: string, sent: number): string[]
+  args (fingerprint: string, amount: string, sent: number, latest?: number): string[]
   /** `lead` (a script's own arguments), then the test time and the deadline as `args()` sends them. */
-  timed (lead: string[], sent: number): string[]
+  timed (lead: string[], sent: number, latest?: number): string[]
   /** Keeps the server's now from a reply that came at local time `received`. */
   observe (serverNow: number, received: number): void
   /** Runs the decision script on `key`. */

@@ -10,7 +10,8 @@ import { scriptCall, type RedisBackendClient, type RedisClientShape, type Script
 import { RedisBackendLimiter } from './redis-limiter.js'
 import { RedisBackendStack } from './redis-stack.js'
 import { RedisFleetMember } from './fleet-membership.js'
-import { clientFrom, denyCacheFrom, prefixFrom, timeoutFrom } from './redis-options.js'
+import type { LeaseSettings } from './lease-book.js'
+import { clientFrom, denyCacheFrom, leasesFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
 export { RedisBackendLimiter } from './redis-limiter.js'
 export { RedisBackendStack } from './redis-stack.js'
@@ -44,12 +45,27 @@ export interface RedisBackendOptions {
    * while that is certain. `false` turns it off. Default `{ maxEntries: 10_000 }`.
    */
   denyCache?: false | RedisDenyCacheOptions
+  /**
+   * Leases for hot keys: an identity this process decides often takes a batch of units in one call
+   * and is admitted from it locally (see docs/guides/hot-keys.md for what that does to the quota's
+   * bound). `true` for the defaults. Off by default.
+   */
+  leases?: boolean | RedisLeaseOptions
+}
+
+export interface RedisLeaseOptions {
+  /** The largest batch one lease takes. Default 100. */
+  maxUnits?: number
+  /** How long a lease lasts at most, in ms (a window's lease also ends with its window). Default 100. */
+  holdMs?: number
+  /** Identities followed per limiter; the one followed longest goes beyond it. Default 10 000. */
+  maxEntries?: number
 }
 
 
-export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
+export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_LEASES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
-const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache'], expected: 'an object { client, prefix?, timeoutMs?, denyCache? }', options: true }
+const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache', 'leases'], expected: 'an object { client, prefix?, timeoutMs?, denyCache?, leases? }', options: true }
 
 /**
  * Quotas in Redis (or Valkey), shared by every process and host that uses the same server and
@@ -84,6 +100,8 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
   readonly timeoutMs: number
   /** Entries per limiter's deny cache; 0 when it is off. */
   readonly denyCacheEntries: number
+  /** Lease settings; undefined when leases are off. */
+  readonly leases: LeaseSettings | undefined
   private readonly quotas = new QuotaMap<RedisBackendLimiter, RedisBackendStack>()
   /** Set only by `testingRedisBackend()` (tests): one clock for the script and the deny cache. */
   private testing: RedisBackendTesting | undefined
@@ -102,6 +120,7 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
     this.prefix = prefixFrom(input.prefix)
     this.timeoutMs = timeoutFrom(input.timeoutMs)
     this.denyCacheEntries = denyCacheFrom(input.denyCache)
+    this.leases = leasesFrom(input.leases)
   }
 
   get isStopped (): boolean {
@@ -126,20 +145,22 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
    * observation's round trip before the timeout may be refused too ("too late", which the reply
    * also refreshes the observation with). Before any reply there is no deadline. Clock steps and
    * drift between the hosts since the observation shift it: the next reply corrects it.
+   * `latest`, a server time, brings the deadline forward (a lease's give-back belongs to its window).
    */
-  args (fingerprint: string, amount: string, sent: number): string[] {
-    return this.timed([fingerprint, amount], sent)
+  args (fingerprint: string, amount: string, sent: number, latest = Infinity): string[] {
+    return this.timed([fingerprint, amount], sent, latest)
   }
 
   /** `lead` (a script's own arguments), then the test time and the deadline as `args()` sends them. */
-  timed (lead: string[], sent: number): string[] {
+  timed (lead: string[], sent: number, latest = Infinity): string[] {
     const time = this.testing === undefined ? '' : String(sent)
     const observed = this.observedServerNow
-    if (observed === undefined) {
+    const deadline = Math.min(latest, observed === undefined ? Infinity : Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs))
+    if (deadline === Infinity) {
       if (time !== '') lead.push(time)
       return lead
     }
-    lead.push(time, String(Math.floor(observed + (sent - this.observedLocal) + this.timeoutMs)))
+    lead.push(time, String(deadline))
     return lead
   }
 
@@ -227,12 +248,14 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
 
   /**
    * Ends the backend's part: its limiters reject with `RatesStoppedError` from now on (a decision
-   * in flight still settles). The client stays open: the application owns it.
+   * in flight still settles) and give back the units their leases hold, which this waits for
+   * (each within `timeoutMs`). The client stays open: the application owns it.
    */
   async stop (): Promise<void> {
     this.stopped = true
-    for (const quota of this.quotas.values()) if (!isStack(quota)) quota.cache?.clear()
+    const quotas = [...this.quotas.values()]
     this.quotas.clear()
+    await Promise.all(quotas.map(async (quota) => isStack(quota) ? undefined : quota.stop()))
   }
 }
 

@@ -4,6 +4,7 @@ import { allowedDecision, deniedDecision, type RateDecision } from '../../rates/
 import { RatesStoppedError, RatesUnavailableError } from '../../rates/errors.js'
 import { policyFingerprint } from '../../rates/policy.js'
 import { DenyCache } from './deny-cache.js'
+import { LeaseBook, type QuotaAnswer } from './lease-book.js'
 import type { QuotaBackend } from './quota-backend.js'
 import { keyConflict, readStored } from './stored-state.js'
 
@@ -27,6 +28,8 @@ export class RedisBackendLimiter implements BackendLimiter {
   private readonly kernel: Kernel<unknown>
   private readonly fingerprint: string
   private readonly keyStart: string
+  /** Leases for hot identities, when the backend has them (`leases` option). */
+  private readonly leases: LeaseBook | undefined
 
   constructor (backend: QuotaBackend, address: string, policy: Readonly<Policy>) {
     this.backend = backend
@@ -38,6 +41,19 @@ export class RedisBackendLimiter implements BackendLimiter {
     // A penalty's block grows with each refusal, which a local denial could not tell Redis: every
     // request of a penalized policy goes to Redis.
     this.cache = backend.denyCacheEntries === 0 || policy.penalty !== undefined ? undefined : new DenyCache(backend.denyCacheEntries, this.kernel, policy)
+    // Units used locally could not see a block another process's refusal starts: no leases either.
+    const leases = backend.leases
+    this.leases = leases === undefined || policy.penalty !== undefined
+      ? undefined
+      : new LeaseBook({
+        policy,
+        now: () => backend.now(),
+        decide: async (identity, cost, sent) => this.answer(identity, String(cost), sent),
+        giveBack: async (identity, units, deadline, sent) => {
+          this.cache?.forget(identity)
+          return this.answer(identity, `c${-units}`, sent, deadline)
+        }
+      }, leases)
   }
 
   /** The Redis key of an identity's state. */
@@ -54,7 +70,8 @@ export class RedisBackendLimiter implements BackendLimiter {
       const denied = cache.answer(identity, cost, sent)
       if (denied !== undefined) return denied
     }
-    return this.decided(identity, await backend.run(this.keyOf(identity), backend.args(this.fingerprint, String(cost), sent)), sent)
+    if (this.leases !== undefined) return this.leases.consume(identity, cost)
+    return (await this.answer(identity, String(cost), sent)).decision
   }
 
   /**
@@ -67,10 +84,17 @@ export class RedisBackendLimiter implements BackendLimiter {
     if (backend.isStopped) throw new RatesStoppedError(this.address)
     const sent = backend.now()
     this.cache?.forget(identity)
-    return this.decided(identity, await backend.run(this.keyOf(identity), backend.args(this.fingerprint, `c${units}`, sent)), sent)
+    return (await this.answer(identity, `c${units}`, sent)).decision
   }
 
-  private decided (identity: string, reply: unknown, sent: number): RateDecision {
+  /** One script call on the identity's key (`amount` a cost or "c<units>"), refused by the script from its time `latest` on. */
+  private async answer (identity: string, amount: string, sent: number, latest = Infinity): Promise<QuotaAnswer> {
+    const backend = this.backend
+    const reply = await backend.run(this.keyOf(identity), backend.args(this.fingerprint, amount, sent, latest))
+    return this.decided(identity, reply, sent)
+  }
+
+  private decided (identity: string, reply: unknown, sent: number): QuotaAnswer {
     const backend = this.backend
     const cache = this.cache
     const received = backend.now()
@@ -79,10 +103,10 @@ export class RedisBackendLimiter implements BackendLimiter {
       backend.observe(serverNow, received)
       if (allowed === 1) {
         cache?.forget(identity)
-        return allowedDecision(remaining, resetAt, moreAt)
+        return { decision: allowedDecision(remaining, resetAt, moreAt), serverNow }
       }
       cache?.remember(identity, this.kernel.read(Float64Array.from(reply.slice(7)), 0), serverNow, sent, received)
-      return deniedDecision(remaining, retryAfterMs, resetAt, moreAt)
+      return { decision: deniedDecision(remaining, retryAfterMs, resetAt, moreAt), serverNow }
     }
     if (Array.isArray(reply) && reply.length === 2 && reply[0] === 1 && typeof reply[1] === 'string') this.conflict(reply[1], this.keyOf(identity))
     if (Array.isArray(reply) && reply.length === 2 && reply[0] === 3 && Number.isSafeInteger(reply[1])) {
@@ -111,13 +135,20 @@ export class RedisBackendLimiter implements BackendLimiter {
   async delete (identity: string): Promise<boolean> {
     if (this.backend.isStopped) throw new RatesStoppedError(this.address)
     const key = this.keyOf(identity)
-    // A local denial would outlive the state it was drawn from.
+    // A local denial would outlive the state it was drawn from, and a lease the units it counted.
     this.cache?.forget(identity)
+    this.leases?.forget(identity)
     const reply = await this.backend.runOnce(DELETE_LUA, key, [this.fingerprint])
     if (reply === 1) return true
     if (reply === 0) return false
     if (Array.isArray(reply) && typeof reply[0] === 'string') this.conflict(reply[0], key)
     throw new RatesUnavailableError(`unexpected reply from the delete script for ${JSON.stringify(key)}: ${JSON.stringify(reply)}`)
+  }
+
+  /** Ends the limiter's local part: forgets its denials, gives back its leases (and waits for that). */
+  async stop (): Promise<void> {
+    this.cache?.clear()
+    await this.leases?.stop()
   }
 
   private conflict (fingerprint: string, key: string): never {

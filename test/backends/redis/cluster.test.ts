@@ -10,7 +10,9 @@
 //   limit admitted;
 // - a slot migrated (CLUSTER SETSLOT … IMPORTING / MIGRATING, MIGRATE, SETSLOT … NODE) while
 //   decisions on a key of that slot run: ASK and MOVED are followed by the client, the state moves
-//   with the key, and exactly the limit is admitted over the whole run.
+//   with the key, and exactly the limit is admitted over the whole run;
+// - leases (lease-run.ts) through both clients: a hot identity within its limit, exact once the
+//   leases went back, and far fewer script calls than decisions.
 import { spawn } from 'node:child_process'
 import type { AddressInfo } from 'node:net'
 import { fileURLToPath } from 'node:url'
@@ -22,6 +24,7 @@ import type { Policy } from '../../../lib/core/rates/index.js'
 import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { admission, redisBackend, type NodeRedisScriptOptions, type RedisBackendClient } from '../../../lib/index.js'
 import { hammer, killSpawned, startChild, statsOf, windowAround, type Child, type ToChild, type ToParent } from './children.js'
+import { leasesOnRealServers } from './lease-run.js'
 import { counting, freePort, keysUnder, redisServerMissing, run, serverNow, startPrivateServer, type PrivateServer } from './helpers.js'
 
 const CHILD = 'ADMISSION_CLUSTER_CHILD'
@@ -232,6 +235,27 @@ async function tests (): Promise<void> {
       await exactEverywhere(t, counted, 'node:')
       t.same({ evalsha: calls.evalsha - before.evalsha, eval: calls.eval - before.eval },
         { evalsha: ALGORITHMS.length * (identities.length * (LIMIT + 3) + 1), eval: 0 }, 'then one EVALSHA per decision, no EVAL')
+    })
+
+    await t.test('leases on the cluster: two ioredis Clusters and a node-redis cluster on one hot identity', async (t) => {
+      const io = [ioCluster([ports[0] as number]), ioCluster([ports[1] as number])]
+      await Promise.all(io.map(async (cluster) => cluster.connect()))
+      const node = createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${ports[2] as number}` }], defaults: { socket: { connectTimeout: 1000, reconnectStrategy: 50 } } })
+      node.on('error', () => { /* reported as RATES_UNAVAILABLE */ })
+      await node.connect()
+      t.teardown(() => {
+        for (const cluster of io) cluster.disconnect()
+        node.destroy()
+      })
+      const scriptCalls = async (): Promise<number> => {
+        const stats = await Promise.all(admins.map(async (admin) => admin.info('commandstats')))
+        return stats.flatMap((text) => [...text.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm)]).reduce((sum, [, n]) => sum + Number(n), 0)
+      }
+      await leasesOnRealServers(t, [
+        { name: 'ioredis Cluster 1', client: io[0] as Cluster },
+        { name: 'ioredis Cluster 2', client: io[1] as Cluster },
+        { name: 'node-redis cluster', client: node }
+      ], { now: async () => serverNow(admins[0] as Redis), get: async (key) => (io[0] as Cluster).get(key), scriptCalls }, 'leases:')
     })
 
     await t.test(`${PROCESSES} processes, each its own app and Cluster client: exactly the limit admitted per route`, async (t) => {
