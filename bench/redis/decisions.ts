@@ -72,7 +72,7 @@ async function runCell (admin: Redis, spec: DecisionSpec, cell: Cell, round: num
   const c = contender(cell, spec.url, `bench:${round}:${index}:`)
   await c.client.ping()
   const refusing = cell.mode === 'refuse'
-  const key = refusing ? () => HOT_KEY : randomKeys(spec.keySpace, 0x9e3779b9 ^ (round * 131 + index))
+  const key = cell.mode === 'admit' ? randomKeys(spec.keySpace, 0x9e3779b9 ^ (round * 131 + index)) : () => HOT_KEY
   if (refusing) {
     // Spend the hot key's one unit; the first denial also fills the deny cache when it is on.
     if (!(await c.decide(HOT_KEY))) throw new Error(`${cellName(cell)}: the first decision was not allowed`)
@@ -86,6 +86,7 @@ async function runCell (admin: Redis, spec: DecisionSpec, cell: Cell, round: num
   const seconds = (performance.now() - t0) / 1000
   const cpu = process.cpuUsage(cpu0)
   const redis = countersBetween(before, await readCounters(admin))
+  await c.stop()
   await c.client.quit()
   return { round, cell, name: cellName(cell), decisions: spec.decisions, seconds, clientCpuSeconds: (cpu.user + cpu.system) / 1e6, redis }
 }

@@ -11,7 +11,7 @@ const range = (values: number[]): string => values.length === 0 ? 'n/a' : `${fix
 
 export interface Target {
   label: string
-  /** Per-round ratios (this plugin / @fastify/rate-limit); the target is on their median. */
+  /** Per-round ratios (this plugin / @fastify/rate-limit), or per-round values; the target is on their median. */
   ratios: number[]
   min?: number
   max?: number
@@ -60,6 +60,13 @@ export function decisionRatios (result: DecisionResult, ours: string, theirs: st
 }
 
 export const redisCpuPerDecision = (run: CellRun): number => perDecision(run).cpu
+/** A decision measure of cell `name`, per round. */
+export function decisionValues (result: DecisionResult, name: string, pick: (run: CellRun) => number): number[] {
+  return result.runs.filter((r) => r.name === name).map(pick)
+}
+
+/** Script calls per decision. */
+export const scriptCallsPerDecision = (run: CellRun): number => perDecision(run).calls
 
 export function httpTable (rounds: HttpRound[], versus: Record<string, string>): string {
   const names = Object.keys(rounds[0] ?? {})
