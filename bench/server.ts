@@ -123,6 +123,16 @@ async function build (name: string, keys: number): Promise<FastifyInstance> {
       await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1, windowMs: HOUR }, key: oneClient, backend })
       break
     }
+    case 'redis-hot': {
+      const client = await redisClient(app, `bench:${name}:`, autoPipelining)
+      await app.register(admission, { maxInFlight: 10_000, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: oneClient, backend: redisBackend({ client, prefix: `bench:${name}:`, timeoutMs: BENCH_TIMEOUT_MS, leases: true }) })
+      break
+    }
+    case 'rl-redis-hot': {
+      const client = await redisClient(app, `bench:${name}:`, autoPipelining)
+      await app.register(rateLimit, { max: 1e9, timeWindow: 60_000, keyGenerator: oneClient, redis: client, nameSpace: `bench:${name}:` })
+      break
+    }
     case 'rl-redis-admit':
     case 'rl-redis-refuse': {
       const client = await redisClient(app, `bench:${name}:`, autoPipelining)

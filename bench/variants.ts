@@ -26,6 +26,8 @@ const LISTED: readonly Variant[] = [
   { name: 'rl-redis-refuse', description: '@fastify/rate-limit on Redis refusing (429)', status: 429 },
   // Not in the default run (BENCH_VARIANTS): where the plugin's cost goes.
   { name: 'redis-admit-fw', description: "fastify-admission on Redis admitting (random keys), fixed-window (@fastify/rate-limit's algorithm)", status: 200 },
+  { name: 'redis-hot', description: 'fastify-admission on Redis admitting one hot key (a route-wide limit), leases: true', status: 200 },
+  { name: 'rl-redis-hot', description: '@fastify/rate-limit on Redis admitting one hot key', status: 200 },
   { name: 'hooks', description: 'fastify-admission, both gates off (hook cost)', status: 200 },
   { name: 'admit-noheaders', description: 'fastify-admission admitting, headers: false', status: 200 },
   { name: 'admit-nomaxinflight', description: 'fastify-admission admitting, maxInFlight: false', status: 200 },
@@ -37,7 +39,7 @@ const LISTED: readonly Variant[] = [
   { name: 'empty-hooks-abort', description: 'empty onRequest + onResponse + onRequestAbort hooks', status: 200 }
 ]
 
-const REDIS_VARIANTS = ['redis-admit', 'redis-admit-fw', 'rl-redis-admit', 'redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']
+const REDIS_VARIANTS = ['redis-admit', 'redis-admit-fw', 'rl-redis-admit', 'redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse', 'redis-hot', 'rl-redis-hot']
 
 /**
  * The Redis variants again, named `<variant>-ap`, with ioredis's `enableAutoPipelining` (used by

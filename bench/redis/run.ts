@@ -20,8 +20,8 @@ const log = (line: string): void => { process.stderr.write(line + '\n') }
 const version = (pkg: string): string => (JSON.parse(readFileSync(here(`../../node_modules/${pkg}/package.json`), 'utf8')) as { version: string }).version
 
 /** The HTTP groups: this plugin first, @fastify/rate-limit last; each without and with auto-pipelining. */
-const GROUPS = [['redis-admit', 'redis-admit-fw', 'rl-redis-admit'], ['redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse']]
-  // BENCH_GROUPS=admit or refuse: only those groups' HTTP runs.
+const GROUPS = [['redis-admit', 'redis-admit-fw', 'rl-redis-admit'], ['redis-refuse', 'redis-refuse-nocache', 'rl-redis-refuse'], ['redis-hot', 'rl-redis-hot']]
+  // BENCH_GROUPS=admit, refuse or hot: only that group' HTTP runs.
   .filter((group) => process.env.BENCH_GROUPS === undefined || group[0] === `redis-${process.env.BENCH_GROUPS}`)
   .flatMap((group) => [group, group.map((name) => `${name}-ap`)])
 const VERSUS: Record<string, string> = {}
@@ -62,6 +62,7 @@ async function main (): Promise<void> {
         targets.push({ label: `HTTP req/s on Redis, admitting${ap}: redis-admit${ap} / rl-redis-admit${ap}`, ratios: httpRatios(rounds, `redis-admit${ap}`, `rl-redis-admit${ap}`), min: 1.0 })
         targets.push({ label: `HTTP req/s on Redis, admitting, fixed-window${ap}: redis-admit-fw${ap} / rl-redis-admit${ap}`, ratios: httpRatios(rounds, `redis-admit-fw${ap}`, `rl-redis-admit${ap}`), min: 1.0 })
         targets.push({ label: `HTTP req/s on Redis, refusing, deny cache${ap}: redis-refuse${ap} / rl-redis-refuse${ap}`, ratios: httpRatios(rounds, `redis-refuse${ap}`, `rl-redis-refuse${ap}`), min: 1.5 })
+        if (rounds[0]![`redis-hot${ap}`] !== undefined) targets.push({ label: `HTTP req/s on Redis, one hot key, leases${ap}: redis-hot${ap} / rl-redis-hot${ap}`, ratios: httpRatios(rounds, `redis-hot${ap}`, `rl-redis-hot${ap}`), min: 1.0 })
       }
     }
     const out = [

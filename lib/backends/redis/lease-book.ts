@@ -15,6 +15,8 @@ export interface LeaseQuota {
   now (): number
   /** One decision of `cost` at the quota. */
   decide (identity: string, cost: number, sent: number): Promise<QuotaAnswer>
+  /** A refusal of `cost` the quota's deny cache is sure of now, or undefined. */
+  denied (identity: string, cost: number): RateDecision | undefined
   /** Gives `units` back; the quota refuses it from its time `deadline` on. */
   giveBack (identity: string, units: number, deadline: number, sent: number): Promise<unknown>
 }
@@ -60,13 +62,17 @@ interface Held {
 export class LeaseBook {
   private readonly quota: LeaseQuota
   private readonly settings: LeaseSettings
-  private readonly held = new Map<string, Held>()
-  private readonly returning = new Set<Promise<unknown>>()
+  private readonly held: Map<string, Held>
+  /** Give-backs in flight, which `stop()` waits for. */
+  private readonly returning: Set<Promise<unknown>>
   private timer: ReturnType<typeof setInterval> | undefined
 
   constructor (quota: LeaseQuota, settings: LeaseSettings) {
     this.quota = quota
     this.settings = settings
+    this.held = new Map()
+    this.returning = new Set()
+    this.timer = undefined
   }
 
   async consume (identity: string, cost: number): Promise<RateDecision> {
@@ -75,6 +81,9 @@ export class LeaseBook {
       if (entry?.taking !== undefined) {
         if (entry.batch > 1) {
           await entry.taking
+          // The lease it waited for may have ended in a refusal this one shares.
+          const denied = this.quota.denied(identity, cost)
+          if (denied !== undefined) return denied
           continue
         }
         // Hot before its first lease: decided as usual, and the next take is a lease.

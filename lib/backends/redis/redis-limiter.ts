@@ -49,6 +49,7 @@ export class RedisBackendLimiter implements BackendLimiter {
         policy,
         now: () => backend.now(),
         decide: async (identity, cost, sent) => this.answer(identity, String(cost), sent),
+        denied: (identity, cost) => this.cache?.answer(identity, cost, backend.now()),
         giveBack: async (identity, units, deadline, sent) => {
           this.cache?.forget(identity)
           return this.answer(identity, `c${-units}`, sent, deadline)

@@ -77,12 +77,12 @@ t.test('options: defaults', async (t) => {
 t.test('options: every invalid one is a RatesInvalidArgumentError naming it and showing the value', async (t) => {
   const client = fake(never)
   const cases: Array<[unknown, string, RegExp]> = [
-    [undefined, 'options', /Expected `options` to be an object \{ client, prefix\?, timeoutMs\?, denyCache\? \}, got undefined/],
+    [undefined, 'options', /Expected `options` to be an object \{ client, prefix\?, timeoutMs\?, denyCache\?, leases\? \}, got undefined/],
     [null, 'options', /got null/],
     ['redis', 'options', /got 'redis'/],
     [[client], 'options', /to be an object/],
     [Object.assign(Object.create(null), { client }), 'options', /to be an object/],
-    [{ client, maxIdentities: 5 }, 'options.maxIdentities', /Expected `options.maxIdentities` to be one of client, prefix, timeoutMs, denyCache \(unknown option\), got 5/],
+    [{ client, maxIdentities: 5 }, 'options.maxIdentities', /Expected `options.maxIdentities` to be one of client, prefix, timeoutMs, denyCache, leases \(unknown option\), got 5/],
     [{ client, [Symbol('s')]: 1 }, 'options.Symbol(s)', /unknown option/],
     [{}, 'options.client', /Expected `options.client` to be a Redis client with evalsha\(\) and eval\(\) \(an ioredis or iovalkey instance\), got undefined/],
     [{ client: null }, 'options.client', /got null/],

@@ -19,16 +19,17 @@ export interface KernelServer {
   readonly log: Array<{ key: string, amount: string, now: number }>
 }
 
-/** A server whose clock is the test time each call carries (the backend's `testingRedisBackend`). */
+/** A server whose clock is the test time each call carries (`testingRedisBackend`), else Date.now(). */
 export function kernelServer (): KernelServer {
   const states = new Map<string, unknown>()
   const log: Array<{ key: string, amount: string, now: number }> = []
   let calls = 0
   let refusals = 0
-  const decide = (key: string, fingerprint: string, amount: string, time: string, deadline: string | undefined): unknown => {
+  const decide = (key: string, fingerprint: string, amount: string, time: string | undefined, deadline: string | undefined): unknown => {
     const policy = policyOfFingerprint(fingerprint) as Policy
     const kernel = kernelFor(policy)
-    const now = Number(time)
+    // A backend in production sends no time (''): the server's clock then, as TIME would be.
+    const now = time === undefined || time === '' ? Date.now() : Number(time)
     if (deadline !== undefined && now >= Number(deadline)) return [3, now]
     log.push({ key, amount, now })
     const state = states.get(key) ?? kernel.fresh(policy, now)
@@ -50,7 +51,7 @@ export function kernelServer (): KernelServer {
         calls++
         own++
         const [key, fingerprint, amount, time, deadline] = rest.map(String)
-        return decide(key as string, fingerprint as string, amount as string, time as string, deadline)
+        return decide(key as string, fingerprint as string, amount as string, time, deadline)
       }
       return {
         get calls () { return own },

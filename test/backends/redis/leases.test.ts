@@ -3,8 +3,10 @@
 // Under fast-check, whatever the process count, the rate and the algorithm, the admissions stay
 // within the bound docs/guides/hot-keys.md states, every refusal is one the quota gives at that
 // moment, and a hot key costs far fewer calls than decisions.
+import Fastify from 'fastify'
 import t from 'tap'
 import fc from 'fast-check'
+import { admission } from '../../../lib/index.js'
 import { kernelFor, type Algorithm, type Policy } from '../../../lib/core/rates/index.js'
 import { testingRedisBackend, redisBackend, type RedisBackend, type RedisBackendLimiter, type RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 import type { RateDecision } from '../../../lib/rates/decision.js'
@@ -294,6 +296,25 @@ t.test('beyond maxEntries the identity followed longest goes, its lease given ba
   await burst(limiter, 1, 'a')
   await burst(limiter, 1, 'b')
   t.same(giveBacks(server), ['c-1'], 'a\'s lease went back when b came')
+})
+
+t.test('the gate on a hot key with leases: the limit exactly, 429s with the quota\'s Retry-After, a fraction of the calls', async (t) => {
+  const server = kernelServer()
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, {
+    backend: redisBackend({ client: server.client(), timeoutMs: 10_000, leases: true }),
+    rateLimit: { algorithm: 'fixed-window', limit: 50, windowMs: 3_600_000 },
+    key: () => 'search'
+  })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  const replies = await Promise.all(Array.from({ length: 80 }, async () => app.inject('/')))
+  const statuses = replies.map((reply) => reply.statusCode)
+  t.equal(statuses.filter((status) => status === 200).length, 50, 'the limit, exactly')
+  t.equal(statuses.filter((status) => status === 429).length, 30)
+  t.ok(replies.filter((reply) => reply.statusCode === 429).every((reply) => Number(reply.headers['retry-after']) >= 1), 'every refusal with a wait')
+  t.ok(server.calls < 30, `${server.calls} calls for 80 requests`)
 })
 
 t.test('options.leases: defaults, settings, and every bad value a typed error that shows it', async (t) => {
