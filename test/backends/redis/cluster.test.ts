@@ -11,6 +11,7 @@
 // - a slot migrated (CLUSTER SETSLOT … IMPORTING / MIGRATING, MIGRATE, SETSLOT … NODE) while
 //   decisions on a key of that slot run: ASK and MOVED are followed by the client, the state moves
 //   with the key, and exactly the limit is admitted over the whole run;
+// - a charge's debt and a fleet's membership through both clients;
 // - leases (lease-run.ts) through both clients: a hot identity within its limit, exact once the
 //   leases went back, and far fewer script calls than decisions.
 import { spawn } from 'node:child_process'
@@ -256,6 +257,43 @@ async function tests (): Promise<void> {
         { name: 'ioredis Cluster 2', client: io[1] as Cluster },
         { name: 'node-redis cluster', client: node }
       ], { now: async () => serverNow(admins[0] as Redis), get: async (key) => (io[0] as Cluster).get(key), scriptCalls }, 'leases:')
+    })
+
+    await t.test('charges and a fleet\'s membership on the cluster, through ioredis and node-redis', async (t) => {
+      const io = ioCluster([ports[0] as number])
+      await io.connect()
+      const node = createCluster({ rootNodes: [{ url: `redis://127.0.0.1:${ports[1] as number}` }], defaults: { socket: { connectTimeout: 1000, reconnectStrategy: 50 } } })
+      node.on('error', () => { /* reported as RATES_UNAVAILABLE */ })
+      await node.connect()
+      t.teardown(() => {
+        io.disconnect()
+        node.destroy()
+      })
+      const policy = { algorithm: 'token-bucket', limit: 10, windowMs: 60_000, burst: 10 } as const
+      const [a, b] = [io, node].map((client) => redisBackend({ client, prefix: 'charge:', timeoutMs: 5000 })) as [ReturnType<typeof redisBackend>, ReturnType<typeof redisBackend>]
+      const limiterA = a.limiter('app#tokens', policy)
+      const limiterB = b.limiter('app#tokens', policy)
+      for (const identity of ['tenant-1', 'tenant-2', 'tenant-3']) {
+        t.match(await limiterA.consume(identity, 1), { allowed: true, remaining: 9 }, `${identity}: the estimate`)
+        // The work took 15 units: 14 more than the estimate, a debt of 5 past empty.
+        const charged = await limiterB.charge(identity, 14)
+        t.match(charged, { allowed: false, remaining: 0 }, `${identity}: in debt, through the other client`)
+        t.ok(charged.allowed === false && charged.retryAfterMs > 6 * 6000 - 1000 && charged.retryAfterMs <= 6 * 6000, `${identity}: refused until the debt and one token are repaid (${charged.allowed ? 0 : charged.retryAfterMs} ms)`)
+        t.match(await limiterA.consume(identity, 1), { allowed: false }, `${identity}: the first client sees the debt`)
+        t.match(await limiterA.charge(identity, -10), { allowed: true, remaining: 5 }, `${identity}: 10 units returned`)
+        t.match(await limiterB.charge(identity, -10), { allowed: true, remaining: 10 }, `${identity}: 10 more, never beyond full`)
+      }
+      const slots = new Set(await Promise.all(['tenant-1', 'tenant-2', 'tenant-3'].map(async (identity) => String(await (admins[0] as Redis).call('CLUSTER', 'KEYSLOT', limiterA.keyOf(identity))))))
+      t.ok(slots.size > 1, 'the identities sit on different slots')
+
+      const members = [a.fleet('app', 30_000), b.fleet('app', 30_000)]
+      const first = await members[0]!.refresh()
+      const views = [first, await members[1]!.refresh(), await members[0]!.refresh()]
+      t.same(views.map((view) => view.members), [1, 2, 2], 'one member, then two, as both clients see them')
+      t.same([views[1]!.rank, views[2]!.rank].sort(), [0, 1], 'each its own rank')
+      await members[1]!.leave()
+      t.equal((await members[0]!.refresh()).members, 1, 'one left')
+      await members[0]!.leave()
     })
 
     await t.test(`${PROCESSES} processes, each its own app and Cluster client: exactly the limit admitted per route`, async (t) => {
