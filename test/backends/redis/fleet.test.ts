@@ -103,6 +103,29 @@ t.test('Redis unreachable at start: one slot until the fleet is known, a warning
   t.ok(lines.some((line) => /could not leave the fleet/.test(line.msg)), 'leaving failed too: its entry lapses with its TTL')
 })
 
+t.test('without Redis: an adaptive fleet limit holds one slot; closing during a refresh waits for no timer', async (t) => {
+  let calls = 0
+  // The first call (the refresh at ready) fails at once, the second (the next refresh) never
+  // answers (the backend's timer ends it), the third (leaving, at close) works.
+  const answer = async (): Promise<unknown> => {
+    calls++
+    if (calls === 1) throw new Error('connection refused')
+    if (calls === 2) return new Promise<never>(() => {})
+    return [1, 0]
+  }
+  const client = { evalsha: answer, eval: answer }
+  const app = Fastify({ logger: { level: 'error' } })
+  // A timeout far above the wait below: the refresh is still in flight when the app closes.
+  await app.register(admission, { backend: redisBackend({ client, timeoutMs: 1000 }), rateLimit: false, maxInFlight: { fleet: 50, refreshMs: REFRESH, adaptive: true, initial: 4 } })
+  app.get('/', async () => 'ok')
+  await app.ready()
+  t.equal(app.admission.limit, 1, 'the smaller of the adaptive limit (4) and the share before the fleet is known (1)')
+  while (calls < 2) await new Promise((resolve) => setTimeout(resolve, 5))
+  // The second refresh is in flight (its timer already fired): close now.
+  await app.close()
+  t.equal(calls, 3, 'and left the fleet')
+})
+
 t.test('a backend without fleets, and bad fleet options, are refused at registration', async (t) => {
   const register = async (maxInFlight: unknown): Promise<unknown> => {
     const app = Fastify()
