@@ -4,7 +4,8 @@ import type { RatesBackend } from '../rates/backend.js'
 import type { AdmissionRegistry } from './registry.js'
 import type { RouteGate } from './route-gate.js'
 export type { AdmissionRegistry } from './registry.js'
-import { copyCounters, type AdmissionStats, type GateCounters } from './stats.js'
+import { copyCounters, type AdmissionStats, type GateCounters, type RouteStats } from './stats.js'
+import { oldestPermitMs } from './release/held-permits.js'
 
 /** What each registration decorates: `fastify.admission` in the context it was registered in (and below). */
 export interface AdmissionDecorator {
@@ -54,7 +55,7 @@ export function decorateAdmission (fastify: FastifyInstance, decorator: Admissio
 }
 
 export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend, limit: number): AdmissionStats {
-  const routes: Record<string, GateCounters> = {}
-  for (const gate of gates) routes[gate.name] = copyCounters(gate.counters)
+  const routes: Record<string, RouteStats> = {}
+  for (const gate of gates) routes[gate.name] = { ...copyCounters(gate.counters), oldestPermitMs: oldestPermitMs(gate) }
   return { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, routes }
 }

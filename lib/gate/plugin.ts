@@ -24,6 +24,8 @@ import { isFleet, type FleetSettings } from './options/in-flight-options.js'
 import { AdmissionOptionError } from './errors.js'
 import type { FleetMember, RatesBackend } from '../rates/backend.js'
 import { permitField, Slots } from './release/slots.js'
+import { LongLivedConnections } from './release/long-lived.js'
+import { HeldPermits } from './release/held-permits.js'
 import { encloses, outerGates, routeRecord, see, ungated, unseenRoutes } from './route-record.js'
 import { RouteWiring } from './wiring.js'
 
@@ -81,6 +83,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
   const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
   const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
+  const longLived = new LongLivedConnections(global, settings.maxLongLived || 0)
   const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet.fleet, fleet.refreshMs, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())
   fastify.addHook('onClose', (_instance, closed) => {
@@ -94,8 +97,9 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     ? (request: { ip: string }) => clientKey(request.ip, settings.ipv6Subnet)
     : (request: Parameters<NonNullable<Settings['key']>>[0]) => gateKey(settings.key!(request))
   const planner = new Planner({
-    outcomes: { global, slots, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
     slots,
+    longLived,
     globalGate: inFlight !== false,
     sampler,
     pressure,
@@ -145,6 +149,11 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     fastify.addHook('onResponse', onResponseHook(field))
   }
   fastify.addHook('onReady', (ready) => { ready(wiring.errors[0] ?? ungated(record)) })
+  if (settings.permitWarningMs !== false) {
+    const held = new HeldPermits(() => wiring.gates.values(), settings.permitWarningMs)
+    fastify.addHook('onReady', (ready) => { held.start(); ready() })
+    fastify.addHook('onClose', (_instance, closed) => { held.stop(); closed() })
+  }
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
 
   const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey

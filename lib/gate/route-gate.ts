@@ -4,6 +4,7 @@ import { newCounters } from '../metrics/counters.js'
 import type { BackendLimiter } from '../rates/backend.js'
 import { policyHeader, quotaOf, rateLimitStart } from './quotas/headers.js'
 import { StackedQuota } from './quotas/stacked-quota.js'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /** What a registration knows of one route (or of one tier of it, or of the requests that matched none). */
 export interface RouteGate extends CountedGate {
@@ -12,6 +13,11 @@ export interface RouteGate extends CountedGate {
   readonly counters: GateCounters
   /** The route's own in-flight limit, or 0 for none. */
   readonly maxInFlight: number
+  /** At most this many of the route's long-lived connections at once, 0 for no bound of the route's own. */
+  maxLongLived: number
+  /** The route's permits holding its slots, oldest first (a list through `Permit.newer`): the age of its oldest. */
+  oldest: HeldPermit | null
+  newest: HeldPermit | null
   /** The client's quota, or undefined for no rate limit. */
   readonly limiter: BackendLimiter | undefined
   /** The policy asked for (headers and logs use it, never what a backend reports). */
@@ -29,6 +35,16 @@ export interface RouteGate extends CountedGate {
   failing: boolean
 }
 
+/** A permit as its route's list of held permits sees it. */
+export interface HeldPermit {
+  readonly request: FastifyRequest
+  readonly reply: FastifyReply
+  older: HeldPermit | null
+  newer: HeldPermit | null
+  /** Held past the warning threshold, and logged. */
+  warned: boolean
+}
+
 /**
  * `url`: the route's template (undefined for the requests that matched none); `tiers`: a tiered
  * route's tier names, which its own gate reports as its policies.
@@ -43,6 +59,9 @@ export function routeGate (name: string, url: string | undefined, maxInFlight: n
     policyNames: limited ? Object.freeze([...(tiers ?? stacked?.names ?? [headerName])]) : [],
     counters: newCounters(),
     maxInFlight: maxInFlight === false ? 0 : maxInFlight,
+    maxLongLived: 0,
+    oldest: null,
+    newest: null,
     limiter,
     policy: limited ? policy : undefined,
     policyHeader: limited && headers ? stacked === undefined ? policyHeader(policy, [headerName], cost) : policyHeader(stacked.stack.policies, stacked.names, cost) : undefined,

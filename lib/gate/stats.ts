@@ -13,7 +13,13 @@ export interface AdmissionStats extends GateCounters {
    */
   identities: number
   /** Counters per route, keyed `METHOD /url`; requests that matched no route count under `404`. */
-  routes: Record<string, GateCounters>
+  routes: Record<string, RouteStats>
   /** With `pressure` or `queueDelay`: the requests shed by each signal (also in `shed`), and those given to `pressureHandler`. */
   pressure?: PressureCounts
+}
+
+/** A route's counters, and how long its oldest in-flight permit has been held. */
+export interface RouteStats extends GateCounters {
+  /** Ms since the request holding the route's oldest in-flight permit arrived; 0 when none is held. */
+  oldestPermitMs: number
 }

@@ -15,6 +15,8 @@ import { declaredHandler } from './route-record.js'
 import { UNGATED } from '../pressure/status-route.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 import type { StackedQuota } from './quotas/stacked-quota.js'
+import type { LongLivedKind } from './release/long-lived.js'
+import { AdmissionOptionError } from './errors.js'
 
 type Hook = (...args: never[]) => unknown
 
@@ -26,6 +28,8 @@ interface Declared {
   readonly handlerTimeout: number | undefined
   /** The handler, to tell GET's automatic HEAD twin (same handler) from a HEAD route of its own. */
   readonly handler: unknown
+  /** What other plugins' route options say of its requests becoming long-lived. */
+  readonly longLived: LongLivedKind | undefined
 }
 
 /**
@@ -115,7 +119,7 @@ export class RouteWiring {
     const preplanned = this.preplanned.get(`${methods.join(',')} ${config.url}`)
     try {
       const options = request.routeOptions
-      plan = preplanned !== undefined ? preplanned || null : this.planOfDeclared({ methods, url: config.url, config, handlerTimeout: options.handlerTimeout, handler: options.handler }, true) || null
+      plan = preplanned !== undefined ? preplanned || null : this.planOfDeclared({ methods, url: config.url, config, handlerTimeout: options.handlerTimeout, handler: options.handler, longLived: undefined }, true) || null
     } catch (error) {
       // Bad options on a route declared before the plugin: its requests are answered 500 with the error, logged once.
       this.log.error({ err: error }, `fastify-admission: ${(error as Error).message}; the route's requests are answered 500 until it is fixed`)
@@ -177,6 +181,11 @@ export class RouteWiring {
       ? { limiter: this.groups.open(parsed.groupId, limits as Readonly<Policy> | StackLimits, name, `config.admission of ${name}.groupId`), tiers: undefined }
       : parsed.rateLimit === undefined && !dry ? this.shared : openLimits(this.quotas, name, limits, dry, path)
     const gate = routeGate(name, route.url, parsed.maxInFlight, opened.limiter, leadPolicy(limits), parsed.cost, settings.headers, undefined, tierNames(limits))
+    const longLived = parsed.longLived === undefined ? route.longLived : parsed.longLived ? 'marked' : undefined
+    if (parsed.maxLongLived !== false) {
+      if (longLived === undefined) throw new AdmissionOptionError(`config.admission of ${name}.maxLongLived`, 'absent on a route whose requests are not long-lived (a websocket route, an @fastify/sse route, or one with longLived: true)', parsed.maxLongLived)
+      gate.maxLongLived = parsed.maxLongLived
+    }
     this.gates.set(name, gate)
     const tiers = this.tiersOf(name, route.url, opened, limits, parsed.cost)
     return this.planner.plan({
@@ -192,7 +201,9 @@ export class RouteWiring {
       failures: dry ? new FailureCount(opened.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name, settings.headers, settings.partitionKey) : undefined,
       waitsForHandler: waits,
       handlerWatched: !late,
-      notFound: false
+      notFound: false,
+      longLived,
+      neverLongLived: parsed.longLived === false
     })
   }
 
@@ -214,7 +225,9 @@ export class RouteWiring {
       charge: undefined,
       waitsForHandler: false,
       handlerWatched: true,
-      notFound: true
+      notFound: true,
+      longLived: undefined,
+      neverLongLived: true
     })
   }
 
@@ -250,16 +263,19 @@ function tierNames (limits: Limits | false): readonly string[] | undefined {
 /** The plan of a route whose options are not valid: every request is answered with the error (a 500). */
 function failingPlan (error: Error): Plan {
   const gate = routeGate('invalid', undefined, false, undefined, undefined, 1, false)
-  return { gate, onRequest: (permit) => { permit.fail(error) }, preHandler: undefined, ended: () => {}, failures: undefined, waitsForHandler: false, handlerWatched: false }
+  return { gate, onRequest: (permit) => { permit.fail(error) }, preHandler: undefined, ended: () => {}, failures: undefined, waitsForHandler: false, handlerWatched: false, longLived: undefined }
 }
 
 function declaredBy (route: RouteOptions): Declared {
+  const others = route as { websocket?: unknown, wsHandler?: unknown, sse?: unknown }
   return {
     methods: Array.isArray(route.method) ? route.method : [route.method],
     url: route.url,
     config: route.config,
     handlerTimeout: (route as { handlerTimeout?: number }).handlerTimeout,
-    handler: declaredHandler(route)
+    handler: declaredHandler(route),
+    // @fastify/websocket's route options, and @fastify/sse's.
+    longLived: others.websocket === true || typeof others.wsHandler === 'function' ? 'upgrade' : others.sse !== undefined && others.sse !== false ? 'stream' : undefined
   }
 }
 
@@ -278,7 +294,9 @@ function pluginRoute (settings: Settings): RouteSettings {
     onBackendError: settings.onBackendError,
     count: 'requests',
     failed: undefined,
-    charge: undefined
+    charge: undefined,
+    longLived: undefined,
+    maxLongLived: false
   }
 }
 

@@ -13,6 +13,12 @@ export interface GateCounters {
   unavailable: number
   /** Requests holding a slot of this gate right now. */
   inFlight: number
+  /**
+   * Long-lived connections open right now (websockets, event streams, replies marked long-lived):
+   * their requests' work is over, so they hold no in-flight slot; a request to a route known to be
+   * long-lived is counted from its admission.
+   */
+  longLived: number
   /** Requests the allow list let past the rate limit (and past shedding, with `allowListSkipsShedding`); counted in `admitted` too. */
   allowed: number
   /** `enforce: false`: requests a quota would have refused (admitted instead, and counted in `admitted`). */
@@ -39,7 +45,7 @@ export interface CountedGate {
 }
 
 export function newCounters (): GateCounters {
-  return { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0, allowed: 0, wouldLimit: 0, wouldShed: 0 }
+  return { admitted: 0, limited: 0, shed: 0, unavailable: 0, inFlight: 0, longLived: 0, allowed: 0, wouldLimit: 0, wouldShed: 0 }
 }
 
 export function copyCounters (counters: GateCounters): GateCounters {
@@ -49,6 +55,7 @@ export function copyCounters (counters: GateCounters): GateCounters {
     shed: counters.shed,
     unavailable: counters.unavailable,
     inFlight: counters.inFlight,
+    longLived: counters.longLived,
     allowed: counters.allowed,
     wouldLimit: counters.wouldLimit,
     wouldShed: counters.wouldShed

@@ -117,7 +117,7 @@ const RL = { limit: 10, windowMs: 1000, burst: 5 }
 // What a route's settings hold beyond the gate's numbers, when it sets none of it.
 const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined, onBackendError: 'deny' }
 /** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
-const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined }
+const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined, longLived: undefined, maxLongLived: false }
 
 // ---------------------------------------------------------------------------------------------
 // validateOptions
@@ -128,6 +128,8 @@ t.test('defaults', async (t) => {
     t.strictSame({ ...s }, {
       maxInFlight: false,
       criticalReserve: 0,
+      maxLongLived: false,
+      permitWarningMs: 60_000,
       rateLimit: { algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 },
       cost: 1,
       limitStatusCode: 429,
@@ -185,6 +187,8 @@ t.test('every option, valid', async (t) => {
   t.strictSame({ ...s, rateLimit: { ...s.rateLimit } }, {
     maxInFlight: 512,
     criticalReserve: 0.2,
+    maxLongLived: false,
+    permitWarningMs: 60_000,
     rateLimit: { algorithm: 'token-bucket', limit: 100, windowMs: 60_000, burst: 20 },
     cost: 20,
     limitStatusCode: 503,
@@ -301,7 +305,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, criticalReserve, allowListSkipsShedding, limitStatusCode, responseBody, fastRefusals, headers, key, ipv6Subnet, maxIdentities, backend, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, criticalReserve, maxLongLived, permitWarningMs, allowListSkipsShedding, limitStatusCode, responseBody, fastRefusals, headers, key, ipv6Subnet, maxIdentities, backend, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {
@@ -744,7 +748,7 @@ t.test('route: the value must be false or a plain object', async (t) => {
   for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['off', "'off' (string)"], [[], '[]'], [instance, 'Admission'], [() => ({}), '[Function (anonymous)] (function)']] as Bad[]) {
     routeRejected(t, value, '', value, shown)
   }
-  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed?, charge? } or false')
+  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed?, charge?, longLived?, maxLongLived? } or false')
 })
 
 t.test('route: unknown keys, including plugin-only options and register keys', async (t) => {

@@ -306,8 +306,9 @@ t.test('aggregate: after 80 would-be leaks under maxInFlight 100, 100 concurrent
 t.test('counterpart: the client leaves while an async handler runs; the permit waits for the handler', async (t) => {
   const cases: Record<string, (work: Promise<void>) => StreamHandler> = {
     'returning a value': (work) => async () => { await work; return 'late' },
-    'returning a stream': (work) => async () => { await work; return slowStream() },
-    'calling reply.send(stream) later, returning reply': (work) => (_request, reply) => { void work.then(() => reply.send(slowStream())); return reply }
+    'returning a stream': (work) => async () => { await work; return slowStream() }
+    // A handler that returned the reply with no promise is not followed once its client left
+    // (a proxy's way, whose send never comes): test/gate/release.test.ts.
   }
   for (const [name, make] of Object.entries(cases)) {
     await t.test(name, async (t) => {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify'
 import admission from '../../lib/index.js'
 import { deferred, eventually, get, getThenAbort, listen, sleep, type Teardown } from '../helpers/http.js'
 
@@ -72,10 +72,7 @@ t.test('an earlier guard that answers first takes and returns nothing of ours', 
 t.test('client abort: held until the handler finishes, then released once', async (t) => {
   const cases = {
     'async handler returning a value': (hold: Promise<void>) => async () => { await hold; return 'late' },
-    'async handler returning undefined': (hold: Promise<void>) => async () => { await hold },
-    'callback handler sending later': (hold: Promise<void>) => (_req: unknown, reply: { send: (v: string) => void }) => {
-      void hold.then(() => { reply.send('late') })
-    }
+    'async handler returning undefined': (hold: Promise<void>) => async () => { await hold }
   }
   for (const [name, makeHandler] of Object.entries(cases)) {
     await t.test(name, async (t) => {
@@ -107,6 +104,42 @@ t.test('client abort: held until the handler finishes, then released once', asyn
   }
 })
 
+t.test('client abort after the handler returned with no promise: released at once, whatever it sends later', async (t) => {
+  // A proxy's way (@fastify/reply-from): `return reply`, and a send that never comes for an
+  // aborted request. A callback that sends later looks the same: what a returned handler left
+  // running is not followed, only a pending promise is.
+  const cases = {
+    'return reply, never sending': () => (_req: unknown, reply: unknown) => reply,
+    'callback handler sending later': (hold: Promise<void>) => (_req: unknown, reply: { send: (v: string) => void }) => {
+      void hold.then(() => { reply.send('late') })
+    }
+  }
+  for (const [name, makeHandler] of Object.entries(cases)) {
+    await t.test(name, async (t) => {
+      const app = await gated(t, 1)
+      const hold = deferred()
+      const entered = deferred()
+      const aborted = deferred()
+      app.addHook('onRequestAbort', async (_req) => { aborted.resolve() })
+      const inner = makeHandler(hold.promise) as (...args: unknown[]) => unknown
+      app.get('/', function (req, reply) {
+        entered.resolve()
+        return inner(req, reply) as never
+      })
+      app.get('/other', async () => 'ok')
+      const port = await listen(app)
+      await getThenAbort(port, '/', entered.promise)
+      await aborted.promise
+      t.ok(await eventually(() => app.admission.stats().inFlight === 0), 'released once the client left')
+      t.equal((await get(port, '/other')).status, 200, 'the next request is served')
+      hold.resolve()
+      await sleep(20)
+      t.equal(app.admission.stats().inFlight, 0, 'a late send releases nothing twice')
+      t.equal((await get(port, '/other')).status, 200)
+    })
+  }
+})
+
 t.test('abort before the handler starts: the handler still runs, the slot waits for it', async (t) => {
   const app = await gated(t, 1)
   const inPreHandler = deferred()
@@ -126,6 +159,41 @@ t.test('abort before the handler starts: the handler still runs, the slot waits 
   t.equal(app.admission.stats().inFlight, 1, 'the handler runs after the abort and holds the slot')
   hold.resolve()
   t.ok(await eventually(() => app.admission.stats().inFlight === 0))
+})
+
+t.test('abort before the handler starts, and a handler that returns with no promise: released when it returns', async (t) => {
+  const handlers: Record<string, (late: (send: () => unknown) => void) => (request: FastifyRequest, reply: FastifyReply) => unknown> = {
+    'a callback sending later': (late) => (_request, reply) => { late(() => reply.send('late')) },
+    'a value': () => () => 'value'
+  }
+  for (const [name, make] of Object.entries(handlers)) {
+    await t.test(name, async (t) => {
+      const app = await gated(t, 1)
+      const inPreHandler = deferred()
+      const letPreHandlerGo = deferred()
+      const returned = deferred()
+      let late: Promise<unknown> = Promise.resolve()
+      const handler = make((send) => { late = sleep(30).then(send) })
+      app.get('/', {
+        preHandler: async () => { inPreHandler.resolve(); await letPreHandlerGo.promise }
+      }, (request, reply) => {
+        const out = handler(request, reply)
+        returned.resolve()
+        return out
+      })
+      app.get('/other', async () => 'ok')
+      const port = await listen(app)
+      await getThenAbort(port, '/', inPreHandler.promise)
+      await sleep(20)
+      t.equal(app.admission.stats().inFlight, 1, 'held while the hooks run')
+      letPreHandlerGo.resolve()
+      await returned.promise
+      t.ok(await eventually(() => app.admission.stats().inFlight === 0), 'given back once the handler returned')
+      await late
+      t.equal((await get(port, '/other')).status, 200)
+      t.equal(app.admission.stats().inFlight, 0, 'a late send gives nothing back twice')
+    })
+  }
 })
 
 t.test('abort when the response is already written but not finished releases at once', async (t) => {

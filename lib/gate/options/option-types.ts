@@ -99,6 +99,15 @@ export interface AdmissionRouteOptions {
    * A safe integer from 0 to the quota's capacity, or a promise of one.
    */
   charge?: ChargeAfterResponse
+  /**
+   * `true`: this route's replies are long-lived (streams, long downloads): a reply below 300 gives
+   * its in-flight permit back once its headers are out, and its connection is counted as
+   * long-lived until it closes. `false`: never, not even on a websocket or @fastify/sse route.
+   * Default: websocket upgrades and event streams are recognised (docs/guides/long-lived.md).
+   */
+  longLived?: boolean
+  /** At most this many of this route's long-lived connections at once (a 503 beyond); default: no bound of the route's own. */
+  maxLongLived?: number | false
 }
 
 export interface AdmissionOptions {
@@ -111,6 +120,14 @@ export interface AdmissionOptions {
   maxInFlight?: 'auto' | number | false | AdaptiveInFlightOptions | FleetInFlightOptions
   /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
   criticalReserve?: number
+  /**
+   * At most this many long-lived connections at once (websockets, event streams, replies marked
+   * long-lived), apart from `maxInFlight`: beyond it a long-lived route's request is refused 503.
+   * Default false: no bound.
+   */
+  maxLongLived?: number | false
+  /** Log (once, at `warn`, with its route) a request holding its in-flight permit longer than this, ms; default 60 000; `false`: never. */
+  permitWarningMs?: number | false
   /** The per-client rate limit (a policy, a stack or tiers); default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
   rateLimit?: RateLimitOption | false
   /** Tokens one request takes (default 1). */
@@ -202,11 +219,16 @@ export interface RouteSettings {
   readonly count: CountMode
   readonly failed: FailedResponse | undefined
   readonly charge: ChargeAfterResponse | undefined
+  /** undefined: as the route's declaration says (a websocket or @fastify/sse route). */
+  readonly longLived: boolean | undefined
+  readonly maxLongLived: number | false
 }
 
 export interface Settings {
   readonly maxInFlight: number | false | AdaptiveSettings | FleetSettings
   readonly criticalReserve: number
+  readonly maxLongLived: number | false
+  readonly permitWarningMs: number | false
   readonly rateLimit: Limits | false
   readonly cost: number
   readonly limitStatusCode: 429 | 503

@@ -22,8 +22,8 @@ export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: '
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
-const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'fastRefusals', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
+const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'maxLongLived', 'permitWarningMs', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'fastRefusals', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -39,11 +39,14 @@ function optionalFunction<F> (path: string, value: unknown): F | undefined {
   return checkOptionalFunction<F>(complain, path, value)
 }
 
-/** A route's own semaphore: a fixed limit (the adaptive limit is the plugin's). */
-function routeMaxInFlight (path: string, value: unknown): number | false {
-  if (value === undefined || value === false) return false
+/** A bound that may be off: a positive safe integer, or false (the default) for none. */
+function boundOrFalse (path: string, value: unknown, fallback: number | false = false): number | false {
+  if (value === undefined) return fallback
+  if (value === false) return false
   return checkPositiveInteger(complain, path, value, 'a positive safe integer or false')
 }
+
+export const DEFAULT_PERMIT_WARNING_MS = 60_000
 
 /** A policy, a stack or tiers (limits.ts), in the rates capability's policy language; or false. */
 function ratePolicy (path: string, value: unknown): Limits | false {
@@ -134,6 +137,8 @@ export function validateOptions (options: unknown): Settings {
   return Object.freeze({
     maxInFlight: inFlight,
     criticalReserve: criticalReserveOption(input.criticalReserve, inFlight !== false),
+    maxLongLived: boundOrFalse('maxLongLived', input.maxLongLived),
+    permitWarningMs: boundOrFalse('permitWarningMs', input.permitWarningMs, DEFAULT_PERMIT_WARNING_MS),
     rateLimit,
     cost: costOption(input.cost, rateLimit),
     limitStatusCode: statusCode,
@@ -215,7 +220,8 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
   }
   const charge = chargeOption(`${path}.charge`, input.charge, effective, count)
   return Object.freeze({
-    maxInFlight: routeMaxInFlight(`${path}.maxInFlight`, input.maxInFlight),
+    // A route's own semaphore is a fixed limit (the adaptive limit is the plugin's).
+    maxInFlight: boundOrFalse(`${path}.maxInFlight`, input.maxInFlight),
     priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
     rateLimit,
     cost,
@@ -227,7 +233,9 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     onBackendError: backendErrorPolicy(`${path}.onBackendError`, input.onBackendError, plugin.onBackendError),
     count,
     failed: failedOption(`${path}.failed`, input.failed, count),
-    charge
+    charge,
+    longLived: input.longLived === undefined ? undefined : booleanOption(`${path}.longLived`, input.longLived, false),
+    maxLongLived: boundOrFalse(`${path}.maxLongLived`, input.maxLongLived)
   })
 }
 

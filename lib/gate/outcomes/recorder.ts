@@ -6,6 +6,7 @@ import type { StackDecision } from '../../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
 import { inFlightFields, type InFlightPolicyName } from '../quotas/headers.js'
+import { exposeToBrowsers } from '../quotas/cors-exposure.js'
 import type { Permit, Step } from '../release/permit.js'
 import type { Slots } from '../release/slots.js'
 import type { Refuse } from './refusal-styles.js'
@@ -20,6 +21,8 @@ export type Refusals = Readonly<Record<RefusalReason, Refuse>>
 export interface OutcomeContext {
   readonly global: GateCounters
   readonly slots: Slots
+  /** The registration's bound on long-lived connections (`maxLongLived`), 0 for none. */
+  readonly longLivedLimit: number
   readonly log: FastifyBaseLogger
   /** The registration's address, for decision events. */
   readonly registration: string
@@ -126,6 +129,28 @@ export class Outcomes {
     next(permit)
   }
 
+  /**
+   * The long-lived connections are full (the registration's `maxLongLived`, or the route's): the
+   * request is shed with its policy named (or, not enforcing, goes on holding no place among them).
+   */
+  fullLongLived (permit: Permit, next: Step): void {
+    if (this.enforce) {
+      const route = permit.route
+      const own = route.maxLongLived !== 0 && route.counters.longLived >= route.maxLongLived
+      const name: InFlightPolicyName = own ? 'route-long-lived' : 'long-lived'
+      if (this.inFlightHeaders) {
+        const fields = this.fieldsOf(name, own ? route.maxLongLived : this.context.longLivedLimit)
+        permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
+      }
+      this.shed(permit, 1, MESSAGES.shed, name)
+      return
+    }
+    this.context.global.wouldShed++
+    permit.gate.counters.wouldShed++
+    this.wouldHave(permit, 'shed', 1)
+    next(permit)
+  }
+
   /** A 503 for a full gate (named by its policy), or for pressure (its own `Retry-After` and message). */
   shed (permit: Permit, seconds: number, message: string = MESSAGES.shed, policy?: InFlightPolicyName): void {
     permit.refused()
@@ -133,7 +158,7 @@ export class Outcomes {
     permit.gate.counters.shed++
     const onShed = this.context.onShed
     if (onShed !== undefined) this.onShedCalls.notify(onShed, permit.request)
-    this.answer(permit, 503, seconds, 'shed', false, message, policy === undefined ? NONE : policy === 'in-flight' ? IN_FLIGHT : ROUTE_IN_FLIGHT)
+    this.answer(permit, 503, seconds, 'shed', false, message, policy === undefined ? NONE : POLICY_LISTS[policy])
   }
 
   /**
@@ -171,6 +196,7 @@ export class Outcomes {
   private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string, violated: readonly string[]): void {
     refused(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
     ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
+    exposeToBrowsers(permit.reply)
     this.refusals[reason](permit, status, seconds, reason, message, violated)
   }
 
@@ -182,8 +208,12 @@ export class Outcomes {
 }
 
 const NONE: readonly string[] = Object.freeze([])
-const IN_FLIGHT: readonly string[] = Object.freeze(['in-flight'])
-const ROUTE_IN_FLIGHT: readonly string[] = Object.freeze(['route-in-flight'])
+const POLICY_LISTS: Readonly<Record<InFlightPolicyName, readonly string[]>> = Object.freeze({
+  'in-flight': Object.freeze(['in-flight']),
+  'route-in-flight': Object.freeze(['route-in-flight']),
+  'long-lived': Object.freeze(['long-lived']),
+  'route-long-lived': Object.freeze(['route-long-lived'])
+})
 
 /**
  * The policies whose quota refused the request: the gate's one, or those of its stack that had no

@@ -77,7 +77,8 @@ export class ChargeAfterWork {
 
   /** The permit's end (the route's `EndListener`). */
   readonly ended = (permit: Permit, how: PermitEnd): void => {
-    if (how === 'refused' || !permit.admitted || permit.backendFailed || permit.key === undefined) return
+    // A long-lived reply's work goes on past its permit: its estimate stands.
+    if (how === 'refused' || how === 'longLived' || !permit.admitted || permit.backendFailed || permit.key === undefined) return
     let units: unknown
     try {
       units = this.charge(permit.request, permit.reply)

@@ -12,10 +12,11 @@ import { CRITICAL, SHEDDABLE, type Priority } from '../release/priority.js'
 import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
 import type { EndListener, Permit, PermitRoute } from '../release/permit.js'
 import type { Slots, Take } from '../release/slots.js'
+import { longLivedStep, type LongLivedConnections, type LongLivedKind } from '../release/long-lived.js'
 import type { RouteGate } from '../route-gate.js'
 import { allowFirstStep, allowListStep } from './steps/allow-list.js'
 import { clientKeyStep } from './steps/client-key.js'
-import { headersLaterStep, headersNowStep, partitionKeyStep, policyOnlyStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
+import { exposedStep, headersLaterStep, headersNowStep, partitionKeyStep, policyOnlyStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
 import type { PartitionKey } from '../quotas/partition-key.js'
 import { fullGateStep, inFlightStep } from './steps/in-flight.js'
 import { pressureStep } from './steps/pressure.js'
@@ -53,12 +54,17 @@ export interface RouteSpec {
   readonly handlerWatched: boolean
   /** Requests that matched no route: they hold no slot, and are refused while the global gate is full. */
   readonly notFound: boolean
+  /** How the route's requests become long-lived, when its declaration says they do. */
+  readonly longLived: LongLivedKind | undefined
+  /** `config.admission.longLived: false`: a reply of the route is never long-lived, not even an event stream. */
+  readonly neverLongLived: boolean
 }
 
 /** What the planner takes from the registration. */
 export interface PlanParts {
   readonly outcomes: OutcomeContext
   readonly slots: Slots
+  readonly longLived: LongLivedConnections
   /** The global gate exists (`maxInFlight` is not false). */
   readonly globalGate: boolean
   readonly sampler: AdaptiveSampler | undefined
@@ -96,8 +102,9 @@ export class Planner {
     const parts = this.parts
     const route = spec.gate.name
     const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, parts.headers)
-    const admitted: Step = outcomes.admitted
     const gate = spec.gate
+    // An admission that carries the quota's fields exposes them to pages of other origins.
+    const admitted: Step = gate.limiter !== undefined && parts.headers ? exposedStep(outcomes.admitted) : outcomes.admitted
     const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted)
     // Login throttling (never with tiers): the attempt counts from the moment its check is sent,
     // not when the answer comes back, so that a burst of checks on their way sees one another.
@@ -114,23 +121,25 @@ export class Planner {
     const key = (next: Step): Step => clientKeyStep(keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'), next)
     const pressured = (next: Step): Step => this.pressured(outcomes, route, next)
     const ended = this.ended(spec)
-    const base = { gate, ended, failures: spec.failures, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched }
+    const base = { gate, ended, failures: spec.failures, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched, longLived: spec.neverLongLived ? undefined : parts.longLived }
     if (spec.notFound) {
       const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
       const limit = keyed ? key(screened) : screened
       return { ...base, onRequest: pressured(parts.globalGate ? fullGateStep(() => parts.slots.full, outcomes, limit) : limit), preHandler: undefined }
     }
     const take = this.take(spec.priority)
+    // After the in-flight permit, a long-lived route's place among the long-lived connections.
+    const kind = spec.longLived
+    const inFlight = (next: Step): Step => inFlightStep(take, outcomes, kind === undefined ? next : longLivedStep(kind, parts.longLived, outcomes, next))
     if (allows !== undefined && parts.allowListSkipsShedding) {
-      const afterShed = inFlightStep(take, outcomes, rate)
-      return { ...base, onRequest: pressured(key(allowFirstStep(allows, listed, take, outcomes, afterShed))), preHandler: undefined }
+      return { ...base, onRequest: pressured(key(allowFirstStep(allows, listed, take, outcomes, inFlight(rate)))), preHandler: undefined }
     }
     const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
     const limit = keyed ? key(screened) : screened
     if (spec.preHandler && gate.limiter !== undefined) {
-      return { ...base, onRequest: pressured(inFlightStep(take, outcomes, goOn)), preHandler: limit }
+      return { ...base, onRequest: pressured(inFlight(goOn)), preHandler: limit }
     }
-    return { ...base, onRequest: pressured(inFlightStep(take, outcomes, limit)), preHandler: undefined }
+    return { ...base, onRequest: pressured(inFlight(limit)), preHandler: undefined }
   }
 
   /**
@@ -171,8 +180,22 @@ export class Planner {
     return new Contained(this.parts.log, callback, route, instead)
   }
 
-  /** What a permit's end does: the adaptive sampler hears it (before its slot goes back: it completed at that count), the slots, login attempts. */
+  /**
+   * What a permit's end does: the adaptive sampler hears it (before its slot goes back: it
+   * completed at that count), the slots, login attempts; on a long-lived route, the place a
+   * request took among the long-lived connections goes back unless its long-lived phase began.
+   */
   private ended (spec: RouteSpec): EndListener {
+    const connections = this.parts.longLived
+    const ended = this.endedInFlight(spec)
+    if (spec.longLived === undefined) return ended
+    return (permit, how) => {
+      ended(permit, how)
+      if (how !== 'longLived') connections.close(permit)
+    }
+  }
+
+  private endedInFlight (spec: RouteSpec): EndListener {
     const release = this.parts.slots.release
     const sampler = this.parts.sampler
     const failures = spec.failures

@@ -2,10 +2,15 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { asError } from '../../callbacks/callback-error.js'
 import { isThenable } from '../../callbacks/contained.js'
 import type { RateDecision } from '../../rates/decision.js'
-import type { RouteGate } from '../route-gate.js'
+import type { HeldPermit, RouteGate } from '../route-gate.js'
+import { eventStreamSent } from './event-stream.js'
 
-/** How a permit ended: its response was written, its client went away, the gate refused it, or Fastify's handler timeout answered for it. */
-export type PermitEnd = 'responded' | 'aborted' | 'refused' | 'timedOut'
+/**
+ * How a permit ended: its response was written, its client went away, the gate refused it,
+ * Fastify's handler timeout answered for it, or its long-lived phase began (a websocket upgraded,
+ * an event stream's headers went out: the connection lives on, the request's work is over).
+ */
+export type PermitEnd = 'responded' | 'aborted' | 'refused' | 'timedOut' | 'longLived'
 
 /** Fastify's hook callback: go on, or answer with the error. */
 export type Done = (error?: Error) => void
@@ -33,6 +38,11 @@ export interface PermitRoute {
   readonly preHandler: Step | undefined
   /** Login throttling: a failed response takes from the quota when it is sent. */
   readonly failures: { sending (permit: Permit): Promise<void> | undefined } | undefined
+  /**
+   * The registration's long-lived connections: a permit whose long-lived phase begins is counted
+   * there until its connection closes; undefined on a route whose replies are never long-lived.
+   */
+  readonly longLived: { opened (permit: Permit): void } | undefined
 }
 
 // The response side: still open, written, gone with its connection, answered by the handler timeout.
@@ -47,6 +57,10 @@ const PROMISE = 1
 const SEND = 2
 // The handler handed its answer to Fastify (a value to send, or a `send` made before it returned).
 const HANDED = 4
+// The handler returned (its promise, if any, is PROMISE): what it does after is not followed.
+const RETURNED = 8
+// Flags that are the handler's work still running.
+const WORKING = PROMISE | SEND
 
 /**
  * One request's passage through the gate: what the plan's steps decided (the client's key, the
@@ -56,6 +70,12 @@ const HANDED = 4
  *   the connection or stream is gone, or the gate refused it — **and** the handler's own work has
  *   ended: its promise settled, or (a handler that answers by callback, or returns the reply) its
  *   `send` was made. A body already on its way when the connection goes (a stream) ends with it.
+ *   A client that is gone ends the permit as soon as the handler has returned, unless its promise
+ *   is pending: a `send` that never comes (a proxy's, for an aborted request) holds nothing.
+ *
+ *   A permit also ends when its request's long-lived phase begins (`becameLongLived`): the work
+ *   of a websocket upgrade or an event stream is over once the connection is upgraded or the
+ *   stream's headers are out, though the connection lives on (counted apart, never in flight).
  *
  * Each of those is observed however Fastify lets it be seen; `end` runs once, says how it ended,
  * and hands the permit to the route's listener (the slots, the adaptive sampler, login attempts).
@@ -86,6 +106,13 @@ export class Permit {
   prev: Permit | null = null
   next: Permit | null = null
   connection: Record<symbol, unknown> | null = null
+  /** The route's list of permits holding its slots, oldest first (see `Slots`). */
+  older: HeldPermit | null = null
+  newer: HeldPermit | null = null
+  /** Held past the warning threshold, and logged (see `HeldPermits`). */
+  warned = false
+  /** Counted among the long-lived connections (see `LongLivedConnections`). */
+  longLived = false
   private side = OPEN
   private running = 0
   /** The route's plan. */
@@ -134,7 +161,7 @@ export class Permit {
       this.gone()
       return
     }
-    if ((this.running & ~HANDED) === 0) {
+    if ((this.running & WORKING) === 0) {
       this.end('responded')
       return
     }
@@ -150,9 +177,11 @@ export class Permit {
     // Answered already (a timeout's 503, or an early send): only the handler's work is awaited.
     if (side !== OPEN) return
     if ((this.running & PROMISE) !== 0) return
-    // The answer was handed over (a body on its way is cut with the connection: Fastify destroys a
-    // stream payload then), or the reply is hijacked (the application's): the work is over.
-    if ((this.running & HANDED) !== 0 || sending(this.reply) || !this.plan.handlerWatched) {
+    // The handler returned (what it left to a callback, or to a proxy that never sends for an
+    // aborted request, is not followed); the answer was handed over (a body on its way is cut with
+    // the connection: Fastify destroys a stream payload then); or the reply is hijacked (the
+    // application's): the work is over.
+    if ((this.running & (HANDED | RETURNED)) !== 0 || sending(this.reply) || !this.plan.handlerWatched) {
       this.end('aborted')
       return
     }
@@ -167,6 +196,7 @@ export class Permit {
    */
   watch (result: unknown): void {
     if (this.how !== undefined) return
+    this.running |= RETURNED
     if (result !== this.reply && isThenable(result)) {
       // The promise is the work: a `send` awaited since an abort before the handler started is not.
       if ((this.running & SEND) !== 0) {
@@ -176,20 +206,48 @@ export class Permit {
       this.running |= PROMISE
       const settled = (): void => { this.settled(PROMISE) }
       result.then(settled, settled)
+      // An event stream whose headers went out before the handler's first `await`.
+      if (this.reply.raw.headersSent) this.streamed()
       return
     }
     // A value is sent by Fastify right after; `undefined` or the reply itself: the handler sent
     // already (a stream send is piped at once, before any header is written), or will.
     if ((result !== undefined && result !== this.reply) || sending(this.reply)) {
       this.running |= HANDED
+      // Headers out, or a stream piped (Fastify writes its headers with the first chunk).
+      const raw = this.reply.raw
+      if (raw.headersSent || raw.listenerCount('unpipe') !== 0) this.streamed()
+      else if (this.side === GONE) this.end('aborted')
+      return
+    }
+    // Gone before the handler returned, which sends nothing more it is followed for: over.
+    if (this.side === GONE) {
+      if ((this.running & SEND) !== 0) unpatchSend(this.reply)
+      this.end('aborted')
       return
     }
     if (this.plan.waitsForHandler && (this.running & SEND) === 0) this.awaitSend()
   }
 
+  /** Headers are out (or a stream is piped): an event stream's long-lived phase begins, unless the route's replies are never long-lived. */
+  streamed (): void {
+    if (this.plan.longLived !== undefined && eventStreamSent(this.reply)) this.becameLongLived()
+  }
+
+  /**
+   * The request's long-lived phase begins (its connection upgraded, its event stream's headers
+   * out): the permit ends — its in-flight slots go back, the adaptive limit takes no sample from it
+   * — and the connection is counted as long-lived until it closes.
+   */
+  becameLongLived (): void {
+    if (this.how !== undefined) return
+    this.plan.longLived!.opened(this)
+    this.end('longLived')
+  }
+
   private settled (work: number): void {
     this.running &= ~work
-    if ((this.running & ~HANDED) === 0 && this.side !== OPEN) this.end(HOW[this.side]!)
+    if ((this.running & WORKING) === 0 && this.side !== OPEN) this.end(HOW[this.side]!)
   }
 
   /**

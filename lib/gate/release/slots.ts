@@ -133,6 +133,14 @@ export class Slots {
     }
     permit.held = flags
     this.track(permit)
+    // The route's permits, oldest first (each later one is newer): the age of its oldest in `stats()`.
+    const newest = route.newest
+    if (newest === null) route.oldest = permit
+    else {
+      newest.newer = permit
+      permit.older = newest
+    }
+    route.newest = permit
     return true
   }
 
@@ -165,8 +173,16 @@ export class Slots {
       permit.next = null
       permit.connection = null
     }
+    const route = permit.route
+    const { older, newer } = permit
+    if (older === null) route.oldest = newer
+    else older.newer = newer
+    if (newer === null) route.newest = older
+    else newer.older = older
+    permit.older = null
+    permit.newer = null
     this.releaseGlobal(flags)
-    const counters = permit.route.counters
+    const counters = route.counters
     counters.inFlight = release(counters.inFlight)
   }
 

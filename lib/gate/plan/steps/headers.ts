@@ -5,6 +5,7 @@ import { withPartitionKey, type PartitionKey } from '../../quotas/partition-key.
 import { retrySeconds } from '../../outcomes/refusal-text.js'
 import type { Step } from '../../outcomes/recorder.js'
 import type { RouteGate } from '../../route-gate.js'
+import { exposeToBrowsers } from '../../quotas/cors-exposure.js'
 
 /**
  * The `RateLimit-Policy` and `RateLimit` fields of the quota's answer, on admissions and
@@ -76,6 +77,14 @@ export function partitionKeyStep (partitionKey: PartitionKey, next: Step): Step 
   return function withPk (permit) {
     const reply = permit.reply
     reply.header('ratelimit', withPartitionKey(reply.getHeader('ratelimit') as string, partitionKey(permit.key!)))
+    next(permit)
+  }
+}
+
+/** An admission's fields, readable by a page of another origin (see `exposeToBrowsers`). */
+export function exposedStep (next: Step): Step {
+  return function exposed (permit) {
+    exposeToBrowsers(permit.reply)
     next(permit)
   }
 }
