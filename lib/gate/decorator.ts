@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import { AdmissionError } from './errors.js'
 import type { PressureStatus } from '../pressure/pressure.js'
 import type { RatesBackend } from '../rates/backend.js'
 import type { AdmissionRegistry } from './registry.js'
@@ -38,14 +39,23 @@ export interface AdmissionDecorator {
 const kDecorator = Symbol.for('fastify-admission.decorator')
 
 /**
+ * A second registration in a context that has one: refused. Both would gate the context's routes,
+ * and a client would be told one registration's quota in its `RateLimit` fields and refused by the
+ * other's; the second's counters would be out of reach (`fastify.admission` is the first's).
+ */
+export function checkOnePerContext (fastify: FastifyInstance): void {
+  const registered = (fastify as unknown as Record<symbol, AdmissionDecorator | undefined>)[kDecorator]
+  if (registered === undefined || !Object.prototype.hasOwnProperty.call(fastify, kDecorator)) return
+  throw new AdmissionError('ADMISSION_DUPLICATE_REGISTRATION', `fastify-admission is registered twice in one context (at ${JSON.stringify(registered.address)}): a client would be told one registration's quota and refused by the other's. Register it once there with every setting (a route's own limits go in its config.admission), or register the second in a child context (app.register(async (child) => { … })) to gate that context's routes apart`)
+}
+
+/**
  * Sets `fastify.admission` for the context of a registration. Fastify forbids decorating a name
  * twice along a chain of contexts, so the first registration defines a getter that reads the
  * nearest registration's decorator (an own symbol property of each registering context).
  */
 export function decorateAdmission (fastify: FastifyInstance, decorator: AdmissionDecorator): void {
   const context = fastify as unknown as Record<symbol, AdmissionDecorator | undefined>
-  // Two registrations in one context: the first keeps `fastify.admission`.
-  if (Object.prototype.hasOwnProperty.call(context, kDecorator)) return
   context[kDecorator] = decorator
   if (!fastify.hasDecorator('admission')) {
     fastify.decorate('admission', {

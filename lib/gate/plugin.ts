@@ -8,7 +8,7 @@ import { exposeStatusRoute } from '../pressure/status-route.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
 import { clientKey, gateKey } from './quotas/client-key.js'
-import { decorateAdmission, statsOf, type AdmissionDecorator } from './decorator.js'
+import { checkOnePerContext, decorateAdmission, statsOf, type AdmissionDecorator } from './decorator.js'
 import { foreignRateLimitWarner } from './options/foreign-config.js'
 import { onRequestByRoute, onRequestHook, preHandlerByRoute } from './on-request.js'
 import { onResponseHook, onSendByRoute } from './on-response.js'
@@ -64,8 +64,9 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
  * route of the context and its children, the decorator set. A promise while the metrics start.
  */
 function register (fastify: FastifyInstance, options: AdmissionOptions): Promise<void> | undefined {
+  checkOnePerContext(fastify)
   const settings = validateOptions(options)
-  const backend = settings.backend ?? memoryBackend(settings.maxIdentities === undefined ? {} : { maxIdentities: settings.maxIdentities })
+  const backend: RatesBackend = settings.backend ?? memoryBackend(settings.maxIdentities === undefined ? {} : { maxIdentities: settings.maxIdentities })
   // The plugin stops only a backend it made; one the application passed may serve other apps.
   decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
   const address = registrationAddress(fastify)
@@ -84,7 +85,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
   const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
   const longLived = new LongLivedConnections(global, settings.maxLongLived || 0)
-  const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet.fleet, fleet.refreshMs, slots, fastify.log)
+  const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())
   fastify.addHook('onClose', (_instance, closed) => {
     sampler?.stop()
@@ -149,6 +150,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     fastify.addHook('onResponse', onResponseHook(field))
   }
   fastify.addHook('onReady', (ready) => { ready(wiring.errors[0] ?? ungated(record)) })
+  if (backend.reachable !== undefined && settings.rateLimit !== false) warnUnreachable(fastify, backend, settings.onBackendError)
   if (settings.permitWarningMs !== false) {
     const held = new HeldPermits(() => wiring.gates.values(), settings.permitWarningMs)
     fastify.addHook('onReady', (ready) => { held.start(); ready() })
@@ -181,7 +183,21 @@ function fleetMember (backend: RatesBackend, address: string, fleet: FleetSettin
   if (backend.fleet === undefined) {
     throw new AdmissionOptionError('maxInFlight.fleet', `set only on a backend every process of the fleet shares (redisBackend): the ${JSON.stringify(backend.kind)} backend has no fleet to be part of`, fleet.fleet)
   }
-  return backend.fleet(address, fleet.ttlMs)
+  return backend.fleet(address, fleet.ttlMs, fleet.fleet)
+}
+
+/**
+ * A shared backend out of reach at start is said once, at `warn`, naming the backend and the fix;
+ * `ready()` does not wait for it (Redis may come up after the app) and decisions fail as configured.
+ */
+function warnUnreachable (fastify: FastifyInstance, backend: RatesBackend, onBackendError: 'deny' | 'allow'): void {
+  fastify.addHook('onReady', (ready) => {
+    backend.reachable!().then(undefined, (error: unknown) => {
+      fastify.log.warn({ backend: backend.kind, err: error },
+        `fastify-admission: the ${backend.kind} backend cannot be reached at start (${(error as Error).message}); every rate-limit decision ${onBackendError === 'deny' ? 'is answered 503 with Retry-After' : 'admits the request'} (onBackendError: '${onBackendError}') until it answers. Check the client's address and credentials, and give the client an 'error' listener (ioredis prints every failed reconnection without one)`)
+    })
+    ready()
+  })
 }
 
 /** How many contexts enclose `fastify` (the root: 0). */

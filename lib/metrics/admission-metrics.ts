@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify'
 import { AdmissionOptionError } from '../validation/errors.js'
 import { DecisionTimer } from './decision-timer.js'
+import { Contained } from '../callbacks/contained.js'
 import type { MetricsSettings } from './options.js'
 import { reportToMeter } from './opentelemetry.js'
 import { report } from './prometheus.js'
@@ -65,7 +66,11 @@ export class AdmissionMetrics {
   }
 
   private started (fastify: FastifyInstance, reporting: Reporting): void {
-    this.timer.observe = reporting.observe
+    // A histogram (or an SDK behind a Meter) that throws is logged once until it records again;
+    // the decision it was timing stands.
+    const recording = new Contained(fastify.log, 'the decision duration histogram (metrics)', undefined, 'the decision stands, unrecorded')
+    const observe = reporting.observe
+    this.timer.observe = (seconds) => { recording.notify(observe, seconds) }
     // The app's close takes its series off the registry, its callbacks off the Meter.
     fastify.addHook('onClose', reporting.stop)
   }

@@ -12,7 +12,11 @@ import type { BackendLimiter, RatesBackend, StackLimiter } from '../rates/backen
  * watch — the event loop's own lag is what measures it.
  */
 export class DecisionTimer {
-  /** Where a duration in seconds goes: the histogram, once prom-client is loaded. */
+  /**
+   * Where a duration in seconds goes: the histogram, once prom-client is loaded. It is called in
+   * the decision's continuation, so it must not throw (`AdmissionMetrics` contains it): a metric
+   * never changes a decision.
+   */
   observe: (seconds: number) => void = () => {}
   private readonly now: () => number
 
@@ -38,7 +42,9 @@ export class DecisionTimer {
       consume: (identity, cost) => this.time(() => stack.consume(identity, cost)),
       check: (identity, cost) => this.time(() => stack.check(identity, cost)),
       state: stack.state.bind(stack),
-      delete: stack.delete.bind(stack)
+      delete: stack.delete.bind(stack),
+      // A charge is no decision: not timed, but kept (a route's `charge` needs it).
+      ...(stack.charge === undefined ? {} : { charge: stack.charge.bind(stack) })
     }
   }
 
@@ -69,7 +75,8 @@ export class DecisionTimer {
         )
       },
       state: limiter.state.bind(limiter),
-      delete: limiter.delete.bind(limiter)
+      delete: limiter.delete.bind(limiter),
+      ...(limiter.charge === undefined ? {} : { charge: limiter.charge.bind(limiter) })
     }
   }
 }

@@ -58,7 +58,7 @@ export function processReadings (): { read: () => PressureReadings, stop: () => 
       const mean = histogram.mean / 1e6 - RESOLUTION
       histogram.reset()
       const current = performance.eventLoopUtilization()
-      const utilization = performance.eventLoopUtilization(current, elu).utilization
+      const since = performance.eventLoopUtilization(current, elu)
       elu = current
       const memory = process.memoryUsage()
       return {
@@ -66,7 +66,10 @@ export function processReadings (): { read: () => PressureReadings, stop: () => 
         // reads it as Infinity, shedding everything for the first sample after every start). A
         // blocked loop is not missed: the histogram's next tick records how late it came.
         eventLoopDelay: Number.isNaN(mean) ? NaN : Math.max(0, mean),
-        eventLoopUtilization: utilization,
+        // A window shorter than the histogram's resolution is no reading: the first sample, taken
+        // as the readings start (at ready()), would read the loop busy with the start itself —
+        // utilization near 1 over a few microseconds — and shed every request for a whole interval.
+        eventLoopUtilization: since.idle + since.active < RESOLUTION ? NaN : since.utilization,
         heapUsedBytes: memory.heapUsed,
         rssBytes: memory.rss
       }

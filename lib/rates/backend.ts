@@ -101,6 +101,9 @@ export interface StackLimiter {
 export interface FleetView {
   readonly members: number
   readonly rank: number
+  /** The smallest and the largest fleet limit the members were registered with (0 when none said). */
+  readonly least: number
+  readonly most: number
 }
 
 /** One process's membership of a fleet that shares a limit (`maxInFlight: { fleet }`). */
@@ -128,9 +131,16 @@ export interface RatesBackend {
   stack? (address: string, policies: readonly Readonly<Policy>[]): StackLimiter
   /**
    * A membership of the fleet `name` (every process of it shares the backend), whose entry lapses
-   * `ttlMs` after its last refresh. Optional: the memory backend has no fleet to be part of.
+   * `ttlMs` after its last refresh, registered with the fleet's `limit` (its views say the least
+   * and the most limit of the members). Optional: the memory backend has no fleet to be part of.
    */
-  fleet? (name: string, ttlMs: number): FleetMember
+  fleet? (name: string, ttlMs: number, limit?: number): FleetMember
+  /**
+   * Resolves when the backend answers a round trip now, rejects with why not: asked once at the
+   * gate's `ready()`, so that a store out of reach at start is said once (decisions then fail closed
+   * by `onBackendError`). Optional: a backend in this process is always reachable.
+   */
+  reachable? (): Promise<void>
   /** States held over all its limiters, recovered ones included until dropped, when the backend keeps them in this process (memory). */
   readonly identities?: number
   /** Ends the backend's part; afterwards its limiters reject with `RatesStoppedError`. */

@@ -98,7 +98,8 @@ function withPenalty (complain: Complain, path: string, policy: Policy, value: u
   } else if (input.mode === 'double') {
     const longest = maxMs === undefined ? DOUBLE_MAX_WINDOWS * policy.windowMs : positiveInteger(complain, `${at}.maxMs`, maxMs)
     if (longest < policy.windowMs) throw complain({ path: `${at}.maxMs`, expected: `at least windowMs (${policy.windowMs}): the first refusal blocks one window`, value: maxMs })
-    safe(complain, path, policy, `${at}.maxMs (the longest block in ms)`, BigInt(longest), `${longest}`)
+    // A block ends at `now + maxMs` at the latest, on clocks until the year 2100: still a safe integer.
+    safe(complain, path, policy, `${at}.maxMs + ${GCRA_HORIZON_MS} (the end of the longest block, in ms, until the year 2100)`, BigInt(longest) + BigInt(GCRA_HORIZON_MS), `${longest} + ${GCRA_HORIZON_MS}`)
     penalty = Object.freeze({ mode: 'double' as const, maxMs: longest })
   } else {
     throw complain({ path: typeof value === 'string' ? at : `${at}.mode`, expected: "'restart' or 'double'", value: input.mode })

@@ -209,6 +209,13 @@ t.test('headers: bad values are refused at registration, naming the option', asy
     const error = await app.register(admission, { headers: headers as never }).ready().then(() => undefined, (e: unknown) => e)
     t.match(error, { code: 'ADMISSION_INVALID_OPTION', path }, JSON.stringify(headers))
   }
+  // A rejected secret is shown by its length, never its text (in the message or on the error).
+  const leaky = Fastify()
+  t.teardown(() => leaky.close())
+  const secret = 'hunter2-secret'
+  const error = await leaky.register(admission, { headers: { partitionKey: secret } }).ready().then(() => undefined, (e: unknown) => e) as Error & { value: unknown }
+  t.match(error.message, /got a string of 14 characters \(not shown: a secret\)/)
+  t.notMatch(`${error.message} ${String(error.value)} ${JSON.stringify(error)}`, secret, 'the secret appears nowhere')
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, { headers: { partitionKey: false as never } })

@@ -56,7 +56,6 @@ t.test('addresses: structural, the same in every process of the same code; sibli
     const app = Fastify()
     const seen: FastifyInstance[] = []
     await app.register(admission)
-    await app.register(admission)
     const plugin = async (c: FastifyInstance): Promise<void> => { await c.register(admission); seen.push(c) }
     await app.register(plugin, { prefix: '/v1' })
     await app.register(plugin, { prefix: '/v1' })
@@ -67,21 +66,28 @@ t.test('addresses: structural, the same in every process of the same code; sibli
     return addresses
   }
   const first = await build()
-  t.match(first, ['app', 'app/plugin@%2Fv1', 'app/plugin@%2Fv1~1', /^app\/anonymous-[0-9a-f]{8}$/],
-    'the second registration at the root keeps the first one\'s decorator')
+  t.match(first, ['app', 'app/plugin@%2Fv1', 'app/plugin@%2Fv1~1', /^app\/anonymous-[0-9a-f]{8}$/])
   t.same(await build(), first, 'another app of the same code: the same addresses')
 })
 
-t.test('two registrations in one context: the first keeps the decorator, both gate', async (t) => {
+t.test('two registrations in one context: the second is refused (a client would be promised one quota and refused by the other)', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: { limit: 3, windowMs: 60_000 } })
+  await app.register(admission, { rateLimit: { limit: 10, windowMs: 60_000 } })
   const first = app.admission
-  await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 } })
-  app.get('/', async () => 'ok')
+  await t.rejects(async () => { await app.register(admission, { rateLimit: { limit: 3, windowMs: 60_000 } }) }, { code: 'ADMISSION_DUPLICATE_REGISTRATION', message: /registered twice in one context \(at "app"\).*child context/ })
   t.equal(app.admission, first)
-  t.equal((await app.inject('/')).statusCode, 200)
-  t.equal((await app.inject('/')).statusCode, 429, 'the second registration (limit 1, at app~1) gates too')
+  // Separate gates stay possible, one context each.
+  const other = Fastify()
+  t.teardown(() => other.close())
+  await other.register(admission, { rateLimit: { limit: 10, windowMs: 60_000 } })
+  await other.register(async (child) => {
+    await child.register(admission, { rateLimit: { limit: 3, windowMs: 60_000 } })
+    child.get('/', async () => 'ok')
+  })
+  const answers = []
+  for (let i = 0; i < 4; i++) answers.push(await other.inject('/'))
+  t.same(answers.map((answer) => answer.statusCode), [200, 200, 200, 429])
 })
 
 t.test('version: part of every quota\'s address, so a changed policy starts on fresh quotas', async (t) => {

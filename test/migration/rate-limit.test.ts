@@ -453,6 +453,8 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
 
   '`enableDraftSpec`': async (t) => {
     await refuses(t, { enableDraftSpec: true }, 'enableDraftSpec')
+    const hinted = await Fastify().register(admission, { enableDraftSpec: true } as never).ready().then(() => undefined, (e: unknown) => e) as Error
+    t.match(hinted.message, "IETF draft 11's fields", 'the hint names the draft the fields follow (the docs say 11)')
     const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 } })
     t.teardown(() => app.close())
     const res = await app.inject('/')

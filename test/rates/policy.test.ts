@@ -333,6 +333,7 @@ t.test('penalty: restart, double (at most 64 windows unless maxMs), in the finge
   t.strictSame(normalizePolicy({ ...base, penalty: { mode: 'restart' } }), restart)
   t.strictSame(normalizePolicy({ ...base, penalty: 'double' }).penalty, { mode: 'double', maxMs: 64_000 })
   t.strictSame(normalizePolicy({ ...base, penalty: { mode: 'double', maxMs: 1000 } }).penalty, { mode: 'double', maxMs: 1000 }, 'one window: the least')
+  t.equal(normalizePolicy({ ...base, penalty: { mode: 'double', maxMs: Number.MAX_SAFE_INTEGER - 4_102_444_800_000 } }).penalty?.mode, 'double', 'the longest block that ends by 2100 as a safe integer')
   t.strictSame(normalizePolicy({ ...base, penalty: undefined }), base, 'undefined is absent')
   t.equal(policyFingerprint(restart), 'fixed-window:5:1000~restart')
   t.equal(policyFingerprint(normalizePolicy({ algorithm: 'gcra', limit: 5, windowMs: 1000, penalty: { mode: 'double', maxMs: 8000 } })), 'gcra:5:1000:5~double.8000')
@@ -351,6 +352,10 @@ t.test('penalty: restart, double (at most 64 windows unless maxMs), in the finge
     [{ mode: 'double', maxMs: 999 }, 'policy.penalty.maxMs', /at least windowMs \(1000\)/],
     [{ mode: 'double', maxMs: 1.5 }, 'policy.penalty.maxMs', /positive safe integer/],
     [{ mode: 'double', maxMs: 2 ** 53 }, 'policy.penalty.maxMs', /positive safe integer/],
+    // A block's end, now + maxMs, must stay a safe integer: past it the Redis script's reply was
+    // refused and every decision failed (503 for all, or the blocked client admitted with 'allow').
+    [{ mode: 'double', maxMs: Number.MAX_SAFE_INTEGER }, 'policy', /penalty\.maxMs \+ 4102444800000 \(the end of the longest block/],
+    [{ mode: 'double', maxMs: Number.MAX_SAFE_INTEGER - 4_102_444_800_000 + 1 }, 'policy', /got 9007199254740992/],
     [{ mode: 'double', max: 5000 }, 'policy.penalty.max', /no other keys/],
     [true, 'policy.penalty', /'restart', 'double' or a plain object/]
   ]

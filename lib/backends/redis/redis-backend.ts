@@ -65,6 +65,17 @@ export interface RedisLeaseOptions {
 
 export { DEFAULT_DENY_CACHE_ENTRIES, DEFAULT_LEASES, DEFAULT_PREFIX, DEFAULT_TIMEOUT_MS } from './redis-options.js'
 
+/** How long the check at start waits for a client still connecting, ms. */
+const REACHABLE_WAIT_MS = 2000
+
+/** What ioredis, iovalkey and node-redis clients say of their connection. */
+interface ConnectionState {
+  readonly status?: string
+  readonly isReady?: boolean
+  once?: (event: 'ready', listener: () => void) => unknown
+  removeListener?: (event: 'ready', listener: () => void) => unknown
+}
+
 const REDIS_OPTIONS = { keys: ['client', 'prefix', 'timeoutMs', 'denyCache', 'leases'], expected: 'an object { client, prefix?, timeoutMs?, denyCache?, leases? }', options: true }
 
 /**
@@ -186,9 +197,9 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
   }
 
   /** A membership of the fleet `name`: one sorted set of live processes (`fleet-membership.ts`). */
-  fleet (name: string, ttlMs: number): RedisFleetMember {
+  fleet (name: string, ttlMs: number, limit?: number): RedisFleetMember {
     if (this.stopped) throw new RatesStoppedError(`fleet ${name}`)
-    return new RedisFleetMember(this, name, ttlMs)
+    return new RedisFleetMember(this, name, ttlMs, limit)
   }
 
   /** Runs the decision script on `key` (`runScript`). */
@@ -216,6 +227,29 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
   runOnce (script: string, keys: string | readonly string[], args: string[]): Promise<unknown> {
     return this.within((answer, fail) => {
       this.call('source', script, keys, args).then(answer, fail)
+    })
+  }
+
+  /**
+   * Whether the client is connected, by its own word (ioredis's and iovalkey's `status`,
+   * node-redis's `isReady`): no command is sent. One still connecting is given REACHABLE_WAIT_MS
+   * to say `ready`. A client that says nothing of its state is taken as reachable.
+   */
+  async reachable (): Promise<void> {
+    const client = this.client as unknown as ConnectionState
+    const ready = client.status !== undefined ? client.status === 'ready' : client.isReady ?? true
+    if (ready || typeof client.once !== 'function') return
+    await new Promise<void>((resolve, reject) => {
+      const connected = (): void => {
+        clearTimeout(timer)
+        resolve()
+      }
+      const timer = setTimeout(() => {
+        client.removeListener?.('ready', connected)
+        reject(new RatesUnavailableError(`the client is not connected (${client.status === undefined ? 'not ready' : `status ${JSON.stringify(client.status)}`}) after ${REACHABLE_WAIT_MS} ms`))
+      }, REACHABLE_WAIT_MS)
+      timer.unref()
+      client.once!('ready', connected)
     })
   }
 

@@ -34,7 +34,7 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
   onBanReach: `${RATE_LIMIT}'s \`onBanReach\` has no equivalent here (there is no ban): see docs/migration/rate-limit.md`,
   addHeaders: here(RATE_LIMIT, 'addHeaders', '`headers` (true or false: the IETF draft\'s RateLimit-Policy and RateLimit fields)'),
   addHeadersOnExceeding: here(RATE_LIMIT, 'addHeadersOnExceeding', '`headers` (true or false: the IETF draft\'s RateLimit-Policy and RateLimit fields)'),
-  enableDraftSpec: `${RATE_LIMIT}'s \`enableDraftSpec\` is always on here, as the IETF draft 10's fields (\`headers: false\` for none)`,
+  enableDraftSpec: `${RATE_LIMIT}'s \`enableDraftSpec\` is always on here, as the IETF draft 11's fields (\`headers: false\` for none)`,
   message: `${UNDER_PRESSURE}'s \`message\` is \`errorResponseBuilder\` here (the body of every refusal), or \`responseBody\``,
   customError: `${UNDER_PRESSURE}'s \`customError\` is \`errorResponseBuilder\` here (the body of every refusal), or \`responseBody\``,
   eventLoopUtilizationMode: `${UNDER_PRESSURE}'s \`eventLoopUtilizationMode\` is always 'interval' here (\`pressure: { maxEventLoopUtilization }\`)`,

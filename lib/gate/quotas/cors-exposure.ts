@@ -11,7 +11,7 @@ const EXPOSED_LIST = EXPOSED.join(', ')
  * already exposed stay, once each; `*` already exposes them to a request without credentials.
  */
 export function exposeToBrowsers (reply: FastifyReply): void {
-  if (reply.getHeader('access-control-allow-origin') === undefined) return
+  if (allowedOrigin(reply) === undefined) return
   const current = reply.getHeader('access-control-expose-headers')
   if (current === undefined) {
     reply.header('access-control-expose-headers', EXPOSED_LIST)
@@ -22,4 +22,19 @@ export function exposeToBrowsers (reply: FastifyReply): void {
   if (have.has('*') && reply.getHeader('access-control-allow-credentials') !== 'true') return
   const missing = EXPOSED.filter((name) => !have.has(name.toLowerCase()))
   if (missing.length !== 0) reply.header('access-control-expose-headers', `${list}, ${missing.join(', ')}`)
+}
+
+// Fastify keeps the headers set on a reply (`reply.header()`, as @fastify/cors sets them) in an object
+// under its symbol `fastify.reply.headers`: read there, the check costs a property load on every
+// admission with fields, where `reply.getHeader()` lowercases the name twice and asks Node's
+// response too. Found on the first reply; a reply without it (another copy of Fastify) is asked
+// through `getHeader`, as is a header set on the raw response.
+let kReplyHeaders: symbol | undefined
+
+/** The reply's `Access-Control-Allow-Origin`, or undefined. */
+export function allowedOrigin (reply: FastifyReply): unknown {
+  kReplyHeaders ??= Object.getOwnPropertySymbols(reply).find((symbol) => symbol.description === 'fastify.reply.headers')
+  const headers = kReplyHeaders === undefined ? undefined : (reply as unknown as Record<symbol, Record<string, unknown> | undefined>)[kReplyHeaders]
+  if (headers === undefined) return reply.getHeader('access-control-allow-origin')
+  return headers['access-control-allow-origin'] ?? reply.raw.getHeader('access-control-allow-origin')
 }

@@ -19,7 +19,10 @@ const MIN_SECRET = 16
 export function partitionKeyOption (value: unknown): PartitionKey | undefined {
   if (value === false) return undefined
   if (value !== true && (typeof value !== 'string' || value.length < MIN_SECRET)) {
-    throw new AdmissionOptionError('headers.partitionKey', `true (a secret drawn at registration) or a secret string of at least ${MIN_SECRET} characters (the HMAC key that digests client keys)`, value)
+    const expected = `true (a secret drawn at registration) or a secret string of at least ${MIN_SECRET} characters (the HMAC key that digests client keys)`
+    // A secret too short is still a secret: its length is shown, never its text (the error keeps no copy).
+    if (typeof value === 'string') throw new AdmissionOptionError('headers.partitionKey', expected, `${value.length} characters`, { got: `a string of ${value.length} characters (not shown: a secret)` })
+    throw new AdmissionOptionError('headers.partitionKey', expected, value)
   }
   const secret = value === true ? randomBytes(32) : value
   return (clientKey) => `;pk=${serializeByteSequence(createHmac('sha256', secret).update(clientKey).digest().subarray(0, SENT_BYTES))}`

@@ -1,5 +1,6 @@
 import type { FastifyBaseLogger } from 'fastify'
-import { fleetShare } from '../../core/fleet-share.js'
+import { performance } from 'node:perf_hooks'
+import { fleetShare, heldShare, type HeldShare } from '../../core/fleet-share.js'
 import type { FleetMember, FleetView } from '../../rates/backend.js'
 import type { Slots } from './slots.js'
 
@@ -11,6 +12,12 @@ import type { Slots } from './slots.js'
  * know its fleet must not take the whole limit. When Redis cannot answer, the last share stands
  * (logged once until a refresh works again); the process's entry lapses after its TTL, and the
  * others take its part at their next refresh.
+ *
+ * A share is never raised before the shares it takes from have lapsed (`heldShare`): after Redis
+ * restarts empty, the first member to renew sees itself alone, and taking the whole limit at once
+ * would run many times the limit while the others keep their shares. Members registered with
+ * different limits at one address (two deployments) each take their share of the least one, and
+ * say so once.
  */
 export class FleetShare {
   /** The fleet as last seen, and this process's share of it; undefined before the first answer. */
@@ -18,16 +25,22 @@ export class FleetShare {
   private readonly member: FleetMember
   private readonly limit: number
   private readonly refreshMs: number
+  private readonly ttlMs: number
+  private readonly clock: () => number
+  private held: HeldShare | undefined = undefined
+  private toldLimits = false
   private readonly slots: Slots
   private readonly log: FastifyBaseLogger
   private timer: NodeJS.Timeout | undefined = undefined
   private stopped = false
   private failing = false
 
-  constructor (member: FleetMember, limit: number, refreshMs: number, slots: Slots, log: FastifyBaseLogger) {
+  constructor (member: FleetMember, settings: { readonly fleet: number, readonly refreshMs: number, readonly ttlMs: number }, slots: Slots, log: FastifyBaseLogger, clock: () => number = () => performance.now()) {
     this.member = member
-    this.limit = limit
-    this.refreshMs = refreshMs
+    this.limit = settings.fleet
+    this.refreshMs = settings.refreshMs
+    this.ttlMs = settings.ttlMs
+    this.clock = clock
     this.slots = slots
     this.log = log
     slots.setShare(1)
@@ -46,7 +59,13 @@ export class FleetShare {
   private async refresh (): Promise<void> {
     try {
       const view = await this.member.refresh()
-      const share = fleetShare(this.limit, view.members, view.rank)
+      if (view.least !== view.most && !this.toldLimits) {
+        this.toldLimits = true
+        this.log.warn({ least: view.least, most: view.most }, `fastify-admission: the fleet's members were registered with different limits (from ${view.least} to ${view.most}); each takes its share of the least`)
+      }
+      const limit = view.least === 0 ? this.limit : Math.min(this.limit, view.least)
+      this.held = heldShare(this.held, fleetShare(limit, view.members, view.rank), view.members, this.clock(), this.ttlMs)
+      const share = this.held.share
       this.view = { ...view, share }
       this.slots.setShare(share)
       this.failing = false

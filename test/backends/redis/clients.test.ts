@@ -7,6 +7,7 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
 import { Cluster, Redis } from 'ioredis'
+import { Redis as Redis6 } from 'ioredis6'
 import { Cluster as ValkeyCluster, Redis as Valkey } from 'iovalkey'
 import { createClient, createCluster } from 'redis'
 import type { Policy } from '../../../lib/core/rates/index.js'
@@ -80,6 +81,7 @@ function ioredisLike (name: string, Client: typeof Redis | typeof Valkey): Kind 
 
 const kinds: Kind[] = [
   ioredisLike('ioredis', Redis),
+  ioredisLike('ioredis 6', Redis6 as unknown as typeof Redis),
   ioredisLike('iovalkey', Valkey),
   {
     name: 'node-redis',
