@@ -131,3 +131,39 @@ t.test('all answered when nobody closes: each response releases once (no double 
   socket.destroy()
   await allBack(t, s)
 })
+
+t.test('a request gated after its connection closed (pipelined, read before the client left) gives its permit back', async (t) => {
+  // Regression (issue 33, item 16): on a busy machine a pipelined request can reach the gate after
+  // its socket closed; its permit went onto a connection list already walked (or one whose `close`
+  // was past), and with `return reply` and a late send, it was held for good. Here an onRequest
+  // hook of the application holds every request after the first until the socket has closed.
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { maxInFlight: 10, rateLimit: false })
+  let first = true
+  app.addHook('onRequest', async (request) => {
+    if (request.url !== '/') return
+    if (first) {
+      first = false
+      return
+    }
+    const socket = request.raw.socket
+    if (!socket.destroyed) await new Promise((resolve) => socket.once('close', resolve))
+    await new Promise((resolve) => setImmediate(resolve))
+  })
+  const sends: Array<Promise<unknown>> = []
+  app.get('/', (_request, reply) => {
+    sends.push(new Promise((resolve) => setTimeout(resolve, 20)).then(() => reply.send('late')))
+    return reply
+  })
+  app.get('/next', async () => 'ok')
+  const port = await listen(app)
+  const { socket } = await rawSocket(port)
+  socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(3))
+  await eventually(() => app.admission.stats().inFlight >= 1)
+  socket.destroy()
+  t.ok(await eventually(() => sends.length === 3 && app.admission.stats().inFlight === 0, 2000), 'every permit back')
+  await Promise.all(sends)
+  t.equal(app.admission.stats().inFlight, 0, 'and none given back twice')
+  t.equal((await get(port, '/next')).status, 200)
+})

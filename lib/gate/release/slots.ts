@@ -14,7 +14,7 @@ export const HELD_SLOT = HELD_GLOBAL | HELD_CRITICAL
 /** A way to take the slots of a route, chosen once per route by its priority. */
 export type Take = (permit: Permit) => boolean
 
-type Connection = Record<symbol, unknown> & { once (event: 'close', listener: (this: Connection) => void): unknown }
+type Connection = Record<symbol, unknown> & { once (event: 'close', listener: (this: Connection) => void): unknown, readonly destroyed: boolean }
 
 /**
  * The in-flight slots of one registration: the global limit L (fixed, or moved by the adaptive
@@ -149,8 +149,15 @@ export class Slots {
     const raw = permit.request.raw as unknown as { httpVersionMajor: number, socket: Connection, stream: Connection }
     const connection = raw.httpVersionMajor === 2 ? raw.stream : raw.socket
     const head = connection[this.kHeld] as Permit | null | undefined
+    // Closed before this request reached the gate (a pipelined request read before its client
+    // left, gated after): its list was walked already (null), or its `close` may be past. The
+    // permit is gone; told once the hook that holds it has run.
+    if (head === null || connection.destroyed) {
+      queueMicrotask(() => { permit.gone() })
+      if (head === null) return
+    }
     if (head === undefined) connection.once('close', this.onConnectionClose)
-    else if (head !== null) {
+    else {
       head.prev = permit
       permit.next = head
     }
