@@ -81,7 +81,7 @@ t.test('one client at a time says nothing about a higher limit (app-limited): no
 })
 
 t.test('what is not a sample: refusals, 5xx, aborts, handler timeouts, opted-out routes, 404s', async (t) => {
-  const a = await app(t, { maxInFlight: { adaptive: true, min: 1, max: 1, initial: 1 }, rateLimit: { limit: 1, windowMs: 60_000 } }, { handlerTimeout: 50 })
+  const a = await app(t, { maxInFlight: { adaptive: true, min: 1, max: 1, initial: 1 }, rateLimit: { limit: 1, windowMs: 60_000 } }, { handlerTimeout: 1000 })
   const hold = deferred()
   const entered = deferred()
   let heldSocket: { destroyed: boolean } | undefined
