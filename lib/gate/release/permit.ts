@@ -185,8 +185,8 @@ export class Permit {
       this.end('aborted')
       return
     }
-    // The handler has not answered yet: it will, by `send` (a handler that has not started, one
-    // answering by callback or after `return reply`, or Fastify's own error reply).
+    // The handler has not started: its return (`watch`) or a `send` (Fastify's own error reply,
+    // when it never runs) ends the permit.
     if ((this.running & SEND) === 0) this.awaitSend()
   }
 
