@@ -76,7 +76,8 @@ export class DecisionTimer {
       },
       state: limiter.state.bind(limiter),
       delete: limiter.delete.bind(limiter),
-      ...(limiter.charge === undefined ? {} : { charge: limiter.charge.bind(limiter) })
+      ...(limiter.charge === undefined ? {} : { charge: limiter.charge.bind(limiter) }),
+      ...(limiter.now === undefined ? {} : { now: limiter.now.bind(limiter) })
     }
   }
 }

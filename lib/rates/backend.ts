@@ -49,9 +49,16 @@ export interface BackendLimiter {
   /**
    * Takes `units` (a checked safe integer, |units| <= capacity) whatever the quota holds — a debt
    * that time repays — or returns -units. Resolves with what a cost-1 request would see now.
+   * `returnBy`, a time on the quota's clock: units returned (`units` < 0) from then on are not
+   * taken, atomically with the decision — a window's units belong to the window that admitted them.
    * Optional: a backend without it cannot charge after the work (`limiter.charge` says so).
    */
-  charge? (identity: string, units: number): Promise<RateDecision>
+  charge? (identity: string, units: number, returnBy?: number): Promise<RateDecision>
+  /**
+   * The quota's clock now, ms (memory: the backend's clock; Redis: the server's time as its last
+   * reply gave it, never ahead of it), or undefined before it is known. Optional.
+   */
+  now? (): number | undefined
   /** Present when the backend can decide synchronously. */
   readonly synchronous?: SynchronousDecisions
 }

@@ -107,11 +107,16 @@ export class MemoryBackendLimiter implements BackendLimiter, SynchronousDecision
     return this.decision(this.decide(identity, cost))
   }
 
-  async charge (identity: string, units: number): Promise<RateDecision> {
+  async charge (identity: string, units: number, returnBy = Infinity): Promise<RateDecision> {
     if (this.backend.isStopped) throw new RatesStoppedError(this.address)
     const now = this.backend.clock()
     this.decidedAt = now
-    return this.decision(this.store.charge(identity, now, units))
+    // Units returned past their window are not taken: what the quota holds is answered as it stands.
+    return this.decision(this.store.charge(identity, now, units < 0 && now >= returnBy ? 0 : units))
+  }
+
+  now (): number {
+    return this.backend.clock()
   }
 
   private decision (verdict: Verdict): RateDecision {

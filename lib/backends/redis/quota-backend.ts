@@ -24,6 +24,8 @@ export interface QuotaBackend {
   timed (lead: string[], sent: number, latest?: number): string[]
   /** Keeps the server's now from a reply that came at local time `received`. */
   observe (serverNow: number, received: number): void
+  /** The server's time now, estimated from the latest reply (never ahead of it); undefined before any. */
+  serverNow (): number | undefined
   /** Runs the decision script on `key`. */
   run (key: string, args: string[]): Promise<unknown>
   /** Runs a decision script (`sha` the SHA-1 of `source`) on `keys`, with the NOSCRIPT fallback, within `timeoutMs`. */

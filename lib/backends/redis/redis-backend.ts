@@ -175,6 +175,15 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
     return lead
   }
 
+  /**
+   * The server's time now, estimated from the latest reply: its time then plus the local time since
+   * it came (the server read its clock before its reply left, so this is never ahead of it);
+   * undefined before any reply.
+   */
+  serverNow (): number | undefined {
+    return this.observedServerNow === undefined ? undefined : this.observedServerNow + (this.now() - this.observedLocal)
+  }
+
   /** Keeps the server's now from a reply that came at local time `received`. */
   observe (serverNow: number, received: number): void {
     this.observedServerNow = serverNow

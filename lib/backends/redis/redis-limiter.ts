@@ -80,12 +80,18 @@ export class RedisBackendLimiter implements BackendLimiter {
    * ("c<units>") and answers for a cost-1 request right after it. Never from the deny cache: a
    * charge always reaches Redis, and what it answers replaces what the cache remembered.
    */
-  async charge (identity: string, units: number): Promise<RateDecision> {
+  async charge (identity: string, units: number, returnBy = Infinity): Promise<RateDecision> {
     const backend = this.backend
     if (backend.isStopped) throw new RatesStoppedError(this.address)
     const sent = backend.now()
     this.cache?.forget(identity)
-    return (await this.answer(identity, `c${units}`, sent)).decision
+    // Units returned: the script refuses them from the server's time `returnBy` on (its deadline).
+    return (await this.answer(identity, `c${units}`, sent, units < 0 ? returnBy : Infinity)).decision
+  }
+
+  /** The server's time now as its last reply gave it (never ahead of it); undefined before any reply. */
+  now (): number | undefined {
+    return this.backend.serverNow()
   }
 
   /** One script call on the identity's key (`amount` a cost or "c<units>"), refused by the script from its time `latest` on. */

@@ -114,9 +114,26 @@ export class ChargeAfterWork {
     }
     const delta = amount - gate.cost
     if (delta === 0) return
-    limiter.charge!(permit.key!, delta).then(this.backendWorked, this.backendFailed)
+    const returnBy = delta < 0 ? returnDeadline(gate, permit.decidedAt) : Infinity
+    // Units given back past the window that admitted them would be a gift to the next: not given.
+    // (A finite deadline comes from a time the quota's clock gave: it has one.)
+    if (returnBy !== Infinity && (returnBy === -Infinity || limiter.now!()! >= returnBy)) return
+    limiter.charge!(permit.key!, delta, returnBy).then(this.backendWorked, this.backendFailed)
   }
 
   private readonly backendWorked = (): void => { this.backend.worked() }
   private readonly backendFailed = (error: unknown): void => { this.backend.failed(error) }
+}
+
+/**
+ * Until when units a request took may be given back, on the quota's clock: a fixed window's until
+ * the end of the window that admitted them (-Infinity when that is not known: none is given back);
+ * any other quota's at any time (a bucket never holds more than its capacity; a sliding window's
+ * count weighs the window before).
+ */
+function returnDeadline (gate: RouteGate, decidedAt: number): number {
+  const policy = gate.policy!
+  if (gate.stacked !== undefined || policy.algorithm !== 'fixed-window') return Infinity
+  if (Number.isNaN(decidedAt)) return -Infinity
+  return (Math.floor(decidedAt / policy.windowMs) + 1) * policy.windowMs
 }

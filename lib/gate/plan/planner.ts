@@ -20,7 +20,7 @@ import { exposedStep, headersLaterStep, headersNowStep, partitionKeyStep, policy
 import type { PartitionKey } from '../quotas/partition-key.js'
 import { fullGateStep, inFlightStep } from './steps/in-flight.js'
 import { pressureStep } from './steps/pressure.js'
-import { decideLaterStep, decideNowStep, verdictStep } from './steps/quota.js'
+import { decidedAtStep, decideLaterStep, decideNowStep, verdictStep } from './steps/quota.js'
 import { tierStep, type Tier } from './steps/tier.js'
 
 /**
@@ -105,13 +105,15 @@ export class Planner {
     const gate = spec.gate
     // An admission that carries the quota's fields exposes them to pages of other origins.
     const admitted: Step = gate.limiter !== undefined && parts.headers ? exposedStep(outcomes.admitted) : outcomes.admitted
-    const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted)
+    // A route that charges after the work notes when its quota decided (a window's units go back only in it).
+    const stamped = spec.charge !== undefined
+    const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted, stamped)
     // Login throttling (never with tiers): the attempt counts from the moment its check is sent,
     // not when the answer comes back, so that a burst of checks on their way sees one another.
     let rate = spec.failures === undefined ? checked : spec.failures.step(checked)
     if (gate.limiter !== undefined && spec.tiers !== undefined) {
       const tiers = new Map<string, Tier>()
-      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, admitted) })
+      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, admitted, stamped) })
       rate = tierStep(spec.tiers.tier, tiers, this.contained('tier', route, 'answering 500 with its error (without a tier there is no quota to decide on)'))
     }
     const allows = spec.allowList
@@ -147,7 +149,12 @@ export class Planner {
    * verdict; an admission the backend could not decide (`onBackendError: 'allow'`) carries the
    * policy, the one field known without a decision.
    */
-  private quota (gate: RouteGate, outcomes: Outcomes, admitted: Step): Step {
+  private quota (gate: RouteGate, outcomes: Outcomes, admitted: Step, stamped: boolean): Step {
+    const decide = this.decide(gate, outcomes, admitted)
+    return stamped ? decidedAtStep(gate.limiter!, decide) : decide
+  }
+
+  private decide (gate: RouteGate, outcomes: Outcomes, admitted: Step): Step {
     const partitionKey = this.parts.partitionKey
     const verdict = partitionKey === undefined ? verdictStep(outcomes, admitted) : partitionKeyStep(partitionKey, verdictStep(outcomes, admitted))
     const next = this.parts.headers ? policyOnlyStep(gate, admitted) : admitted

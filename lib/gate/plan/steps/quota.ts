@@ -85,3 +85,15 @@ function isDecision (value: unknown): value is RateDecision {
     typeof d.remaining === 'number' && Number.isSafeInteger(d.remaining) &&
     typeof d.resetAt === 'number' && Number.isSafeInteger(d.resetAt)
 }
+
+/**
+ * Notes when the quota decides, on its own clock (a route that charges after the work: units it
+ * gives back belong to the window that admitted them). Read before the decision: on Redis the
+ * server's time as its last reply gave it, never later than the decision's own.
+ */
+export function decidedAtStep (limiter: BackendLimiter, next: Step): Step {
+  return function decidedAt (permit) {
+    permit.decidedAt = limiter.now?.() ?? Number.NaN
+    next(permit)
+  }
+}
