@@ -277,3 +277,18 @@ t.test('over TLS: the mark is on the TLS socket the requests arrive on', async (
   })
   t.same(seen, [503, 200], 'the first request on the TLS connection shed, the next served')
 })
+
+t.test('one request that blocks the loop past the interval sheds the requests read behind it in its turn; a longer interval does not', async (t) => {
+  // The answer to "may a single slow request shed a light one at low load?": yes, when it blocks
+  // the loop longer than `intervalMs` (measured over HTTP/2, one 150 ms block every 500 ms and a
+  // light request every 50 ms: 25 of 247 light requests shed), since every request read after it
+  // in that turn waited that long. An application with legitimate blocks sets `intervalMs` above them.
+  for (const [intervalMs, shed] of [[100, true], [200, false]] as const) {
+    const { probe, at } = probeAt(5, intervalMs)
+    at(1000)
+    t.equal(probe.sheds(one), false, 'the blocking request opens the turn')
+    at(1150)
+    t.equal(probe.sheds(socketLike()), shed, `intervalMs ${intervalMs}: a light request read 150 ms later in the same turn is ${shed ? '' : 'not '}shed`)
+    await turnEnds()
+  }
+})
