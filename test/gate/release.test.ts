@@ -69,6 +69,30 @@ t.test('an earlier guard that answers first takes and returns nothing of ours', 
   t.ok(await eventually(() => app.admission.stats().inFlight === 0))
 })
 
+/**
+ * An app with a gate of 1 whose `/` runs `makeHandler(hold)` (`also(hold)` beside it), and `/other`;
+ * one request to `/` whose client leaves while the handler runs. `hold` lets the handler's work end.
+ */
+async function abortedWhileHandling (t: Teardown, makeHandler: (hold: Promise<void>) => unknown, also: (hold: Promise<void>) => void = () => {}): Promise<{ app: FastifyInstance, port: number, hold: ReturnType<typeof deferred<void>> }> {
+  const app = await gated(t, 1)
+  const hold = deferred()
+  const entered = deferred()
+  const aborted = deferred()
+  app.addHook('onRequestAbort', async (_req) => { aborted.resolve() })
+  const inner = makeHandler(hold.promise) as (...args: unknown[]) => unknown
+  app.get('/', function (req, reply) {
+    entered.resolve()
+    const out = inner(req, reply)
+    also(hold.promise)
+    return out as never
+  })
+  app.get('/other', async () => 'ok')
+  const port = await listen(app)
+  await getThenAbort(port, '/', entered.promise)
+  await aborted.promise
+  return { app, port, hold }
+}
+
 t.test('client abort: held until the handler finishes, then released once', async (t) => {
   const cases = {
     'async handler returning a value': (hold: Promise<void>) => async () => { await hold; return 'late' },
@@ -76,22 +100,8 @@ t.test('client abort: held until the handler finishes, then released once', asyn
   }
   for (const [name, makeHandler] of Object.entries(cases)) {
     await t.test(name, async (t) => {
-      const app = await gated(t, 1)
-      const hold = deferred()
-      const entered = deferred()
-      const aborted = deferred()
       let finished = 0
-      app.addHook('onRequestAbort', async (_req) => { aborted.resolve() })
-      const inner = makeHandler(hold.promise) as (...args: unknown[]) => unknown
-      app.get('/', function (req, reply) {
-        entered.resolve()
-        const out = inner(req, reply)
-        void hold.promise.then(() => { finished++ })
-        return out as never
-      })
-      const port = await listen(app)
-      await getThenAbort(port, '/', entered.promise)
-      await aborted.promise
+      const { app, port, hold } = await abortedWhileHandling(t, makeHandler, (hold) => { void hold.then(() => { finished++ }) })
       await sleep(20)
       t.equal(app.admission.stats().inFlight, 1, 'still held: the handler is still running')
       t.equal((await get(port, '/')).status, 503, 'so the gate refuses a second one')
@@ -116,20 +126,7 @@ t.test('client abort after the handler returned with no promise: released at onc
   }
   for (const [name, makeHandler] of Object.entries(cases)) {
     await t.test(name, async (t) => {
-      const app = await gated(t, 1)
-      const hold = deferred()
-      const entered = deferred()
-      const aborted = deferred()
-      app.addHook('onRequestAbort', async (_req) => { aborted.resolve() })
-      const inner = makeHandler(hold.promise) as (...args: unknown[]) => unknown
-      app.get('/', function (req, reply) {
-        entered.resolve()
-        return inner(req, reply) as never
-      })
-      app.get('/other', async () => 'ok')
-      const port = await listen(app)
-      await getThenAbort(port, '/', entered.promise)
-      await aborted.promise
+      const { app, port, hold } = await abortedWhileHandling(t, makeHandler)
       t.ok(await eventually(() => app.admission.stats().inFlight === 0), 'released once the client left')
       t.equal((await get(port, '/other')).status, 200, 'the next request is served')
       hold.resolve()
