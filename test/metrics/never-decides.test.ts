@@ -32,7 +32,8 @@ function roundTrips (): RatesBackend {
       return {
         policy: limiter.policy,
         consume: async (identity, cost) => await limiter.consume(identity, cost),
-        charge: async (identity, units) => await limiter.charge!(identity, units),
+        charge: async (identity, units, returnBy) => await limiter.charge!(identity, units, returnBy),
+        now: () => limiter.now!(),
         state: async (identity) => await limiter.state(identity),
         delete: async (identity) => await limiter.delete(identity)
       }
