@@ -41,7 +41,8 @@ async function resume<T> (decide: () => Promise<T>): Promise<T> {
     try {
       return await decide()
     } catch (error) {
-      if (attempt >= 20 || !/too late/.test((error as Error).message)) throw error
+      // Too late, or (before any server time is known, a busy machine) the short timeout itself.
+      if (attempt >= 20 || !/too late|did not answer within/.test((error as Error).message)) throw error
       await sleep(20)
     }
   }
@@ -60,8 +61,9 @@ t.test('paused server (CLIENT PAUSE): every decision rejects by the backend\'s t
   // decisions that must come from Redis.
   const patient = redisBackend({ client, timeoutMs: 10_000, denyCache: false }).limiter('app#p', policy)
   // The first decision through the short-timeout backend: from its reply it knows the server's
-  // clock, so it sends every later decision with a deadline (deadline.test.ts).
-  t.match(await resume(() => limiter.consume('su', 1)), { allowed: true })
+  // clock, so it sends every later decision with a deadline (deadline.test.ts). On an identity of
+  // its own: a try that timed out may still consume once the server gets to it.
+  t.match(await resume(() => limiter.consume('warm', 1)), { allowed: true })
 
   // The pause is in effect once OK comes back; it ends when the admin's PING is answered (ALL
   // pauses that connection too). 2 s: forty times the timeout, so even a slow machine's timers
@@ -91,7 +93,7 @@ t.test('paused server (CLIENT PAUSE): every decision rejects by the backend\'s t
   t.equal(client.pending(), 0, 'the 20 late replies came (before the one sent after them on the same connection)')
   // The 20 timed-out calls still ran once the pause ended (a timeout is not a cancellation), but
   // past their deadline: they consumed nothing.
-  t.equal(resumed.remaining, 1000 - 2, 'su: 1 + 1 consumed, none of the 7 late ones')
+  t.equal(resumed.remaining, 1000 - 1, 'su: the one after the pause consumed, none of the 7 late ones')
 })
 
 t.test('killed server: decisions reject with RATES_UNAVAILABLE; after a restart they resume', { skip }, async (t) => {
@@ -103,7 +105,7 @@ t.test('killed server: decisions reject with RATES_UNAVAILABLE; after a restart 
   t.teardown(() => redis.disconnect())
   const client = counting(redis)
   const limiter = redisBackend({ client, timeoutMs: 50 }).limiter('app#k', policy)
-  t.match(await limiter.consume('su', 1), { allowed: true })
+  t.match(await resume(() => limiter.consume('su', 1)), { allowed: true })
 
   const port = server.port
   await server.stop()
