@@ -15,6 +15,11 @@ export interface LoadSpec {
   requests: number
   /** `os.getPriority()` (callgrind's dump trigger) before the first request and after every `markEvery` responses. */
   markEvery: number
+  /**
+   * Connections from this many loopback addresses (127.0.1.1, 127.0.1.2 …), one connection each
+   * (`connections` is this then): `request.ip` tells that many clients apart. Default: all from 127.0.0.1.
+   */
+  sources?: number
 }
 
 export interface LoadResult {
@@ -28,6 +33,11 @@ export interface LoadResult {
 export function mark (): void { getPriority() }
 
 const HEADER_END = '\r\n\r\n'
+
+/** The c-th source address of a load from many clients: 127.0.1.1 onwards (the loopback range). */
+function sourceAddress (c: number): string {
+  return `127.0.${1 + Math.floor(c / 254)}.${1 + (c % 254)}`
+}
 
 export function runLoad (spec: LoadSpec): Promise<LoadResult> {
   const { port, connections, clients, requests, markEvery } = spec
@@ -56,8 +66,8 @@ export function runLoad (spec: LoadSpec): Promise<LoadResult> {
       if (done === requests) { finish(); return }
       if (sent < requests) send(socket)
     }
-    const open = (): Socket => {
-      const socket = connect({ port, host: '127.0.0.1', noDelay: true })
+    const open = (c: number): Socket => {
+      const socket = connect({ port, host: '127.0.0.1', noDelay: true, ...(spec.sources === undefined ? {} : { localAddress: sourceAddress(c) }) })
       let buffered = ''
       socket.on('data', (chunk: Buffer) => {
         buffered += chunk.toString('latin1')
@@ -79,7 +89,7 @@ export function runLoad (spec: LoadSpec): Promise<LoadResult> {
       socket.on('close', () => { if (done < requests) reject(new Error(`connection closed after ${done} of ${requests} responses`)) })
       return socket
     }
-    for (let c = 0; c < connections; c++) sockets.push(open())
+    for (let c = 0; c < connections; c++) sockets.push(open(c))
     // The first mark before the first request: the hot path is marked from its first run (a mark
     // first taken late would deoptimise it), and dump 1 holds only the start-up.
     mark(); marks++

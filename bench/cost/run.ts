@@ -146,7 +146,8 @@ function runJob (job: Job, worker: string, config: Config): Promise<Measured> {
   const dir = mkdtempSync(join(tmpdir(), `bench-cost-${job.label.replace(/\W/g, '_')}-`))
   const outFile = join(dir, 'callgrind.out')
   const logFile = join(dir, 'valgrind.log')
-  const spec: Omit<LoadSpec, 'port'> = { connections: config.connections, clients: config.clients, requests: config.requests, markEvery: config.markEvery }
+  const sources = job.variant.sources
+  const spec: Omit<LoadSpec, 'port'> = { connections: sources ?? config.connections, clients: config.clients, requests: config.requests, markEvery: config.markEvery, ...(sources === undefined ? {} : { sources }) }
   const args = [...CALLGRIND, `--callgrind-out-file=${outFile}`, `--log-file=${logFile}`, process.execPath, ...NODE_FLAGS, ...(config.seed === 0 ? [] : [`--hash-seed=${config.seed}`, `--random-seed=${config.seed}`]), worker, job.variant.name, JSON.stringify(spec)]
   const t0 = performance.now()
   return new Promise<Measured>((resolvePromise, reject) => {

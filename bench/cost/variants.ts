@@ -33,9 +33,13 @@ export interface CostVariant {
   readonly byDefault?: boolean
   /** The route is declared before `setup` (the plugin's registration then finds it already there). */
   readonly routeFirst?: boolean
+  /** The load comes from this many loopback addresses, one keep-alive connection each (`request.ip` clients). */
+  readonly sources?: number
 }
 
 const HOUR = 3_600_000
+/** Clients told apart by `request.ip`: the load's connections come from this many loopback addresses. */
+const IP_SOURCES = 100
 const BODY = 'hello world'
 
 /**
@@ -147,6 +151,9 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'otel-nosdk', description: 'as admit, metrics through a Meter of @opentelemetry/api with no SDK registered (a no-op Meter)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: metrics.getMeter('bench') } }) },
   { name: 'otel-sdk', description: 'as admit, metrics through an SDK MeterProvider whose reader is never collected during the run', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: new MeterProvider({ readers: [new IdleReader()] }).getMeter('bench') } }) },
   { name: 'admit-subscribed', description: 'as admit, one empty subscriber on fastify-admission:decision', status: 200, base: 'admit', byDefault: false, setup: (app) => { subscribe('fastify-admission:decision', () => {}); return admit(app) } },
+  { name: 'bare-ip', description: 'bare Fastify 5, the load from 100 loopback addresses (one connection each)', status: 200, byDefault: false, sources: IP_SOURCES },
+  { name: 'admit-ip', description: 'as admit, keyed by request.ip (no key option): 100 clients, one address each', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge }) },
+  { name: 'rl-admit-ip', description: '@fastify/rate-limit 11 admitting, keyed by request.ip (its default): 100 clients', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(rateLimit, { max: 1e9, timeWindow: 60_000 }) },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
   { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },
