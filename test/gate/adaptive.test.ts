@@ -216,3 +216,23 @@ t.test('after 3 s of cheap 401s and 5 s idle, a burst is admitted as on a fresh 
   const reference = await burst(t, fresh, release)
   t.ok(admitted >= 0.9 * reference, `after the flood and 5 s idle: ${admitted} of 200 admitted, a fresh server ${reference}`)
 })
+
+t.test('requests in turn on one keep-alive connection: each a sample (its permit ends responded, not taken for gone)', async (t) => {
+  const { Agent, request } = await import('node:http')
+  const a = await app(t, { maxInFlight: { adaptive: true } })
+  timed(a, '/', () => 10)
+  const port = await listen(a)
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+  t.teardown(() => agent.destroy())
+  const sockets = new Set<unknown>()
+  for (let i = 0; i < 4; i++) {
+    await new Promise<void>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port, path: '/', agent }, (res) => { sockets.add(res.socket); res.resume(); res.on('end', resolve) })
+      req.on('error', reject)
+      req.end()
+    })
+  }
+  t.equal(sockets.size, 1, 'one connection')
+  t.ok(await eventually(() => samples.length === 4), `four samples (${samples.length})`)
+  t.equal(a.admission.stats().inFlight, 0)
+})

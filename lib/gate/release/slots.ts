@@ -8,6 +8,9 @@ import type { Permit } from './permit.js'
 export const HELD_GLOBAL = 1
 export const HELD_ROUTE = 2
 export const HELD_CRITICAL = 4
+/** A connection's list of permits once its `close` has been walked: no permit is linked to it again. */
+const CLOSED = false
+
 /** A slot of the global gate, of either kind. */
 export const HELD_SLOT = HELD_GLOBAL | HELD_CRITICAL
 
@@ -50,7 +53,7 @@ export class Slots {
     // One function for every connection (`this` is the socket or stream): no closure per request.
     this.onConnectionClose = function admissionConnectionClosed (this: Connection) {
       let permit = this[kHeld] as Permit | null
-      this[kHeld] = null
+      this[kHeld] = CLOSED
       while (permit !== null) {
         const next = permit.next
         permit.prev = null
@@ -148,16 +151,19 @@ export class Slots {
   private track (permit: Permit): void {
     const raw = permit.request.raw as unknown as { httpVersionMajor: number, socket: Connection, stream: Connection }
     const connection = raw.httpVersionMajor === 2 ? raw.stream : raw.socket
-    const head = connection[this.kHeld] as Permit | null | undefined
-    // Closed before this request reached the gate (a pipelined request read before its client
-    // left, gated after): its list was walked already (null), or its `close` may be past. The
-    // permit is gone; told once the hook that holds it has run.
-    if (head === null || connection.destroyed) {
+    // The connection's list: undefined before its first permit, null while empty, CLOSED once walked.
+    const head = connection[this.kHeld] as Permit | null | undefined | typeof CLOSED
+    if (head === CLOSED) {
+      // Closed before this request reached the gate (a pipelined request read before its client
+      // left, gated after): the permit is gone, told once the hook that holds it has run.
       queueMicrotask(() => { permit.gone() })
-      if (head === null) return
+      return
     }
-    if (head === undefined) connection.once('close', this.onConnectionClose)
-    else {
+    if (head === undefined) {
+      // The first permit of the connection: its `close` may be past already (the same case).
+      if (connection.destroyed) queueMicrotask(() => { permit.gone() })
+      connection.once('close', this.onConnectionClose)
+    } else if (head !== null) {
       head.prev = permit
       permit.next = head
     }
