@@ -167,3 +167,28 @@ t.test('a request gated after its connection closed (pipelined, read before the 
   t.equal(app.admission.stats().inFlight, 0, 'and none given back twice')
   t.equal((await get(port, '/next')).status, 200)
 })
+
+t.test('the first request of a connection, gated after the connection closed, gives its permit back', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { maxInFlight: 10, rateLimit: false })
+  app.addHook('onRequest', async (request) => {
+    if (request.url !== '/') return
+    const socket = request.raw.socket
+    if (!socket.destroyed) await new Promise((resolve) => socket.once('close', resolve))
+    await new Promise((resolve) => setImmediate(resolve))
+  })
+  let late: Promise<unknown> | undefined
+  app.get('/', (_request, reply) => {
+    late = new Promise((resolve) => setTimeout(resolve, 20)).then(() => reply.send('late'))
+    return reply
+  })
+  const port = await listen(app)
+  const { socket } = await rawSocket(port)
+  socket.write('GET / HTTP/1.1\r\nHost: x\r\n\r\n')
+  await sleep(30)
+  socket.destroy()
+  t.ok(await eventually(() => late !== undefined && app.admission.stats().inFlight === 0, 2000), 'the permit is back')
+  await late
+  t.equal(app.admission.stats().inFlight, 0, 'once')
+})
