@@ -131,9 +131,9 @@ export class ChargeAfterWork {
  * any other quota's at any time (a bucket never holds more than its capacity; a sliding window's
  * count weighs the window before).
  */
-function returnDeadline (gate: RouteGate, decidedAt: number): number {
+function returnDeadline (gate: RouteGate, decidedAt: number | undefined): number {
   const policy = gate.policy!
   if (gate.stacked !== undefined || policy.algorithm !== 'fixed-window') return Infinity
-  if (Number.isNaN(decidedAt)) return -Infinity
+  if (decidedAt === undefined) return -Infinity
   return (Math.floor(decidedAt / policy.windowMs) + 1) * policy.windowMs
 }

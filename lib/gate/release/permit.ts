@@ -98,8 +98,11 @@ export class Permit {
   /** The quota's answer, as the decision step left it for the headers and the verdict. */
   admitted = false
   retryAfterMs = 0
-  /** When its quota decided, on the quota's clock (routes that charge after the work only; NaN when not known). */
-  decidedAt = Number.NaN
+  /**
+   * When its quota decided, on the quota's clock (routes that charge after the work only; undefined
+   * when not known). Not a number until set: a double field would box one on every permit.
+   */
+  decidedAt: number | undefined = undefined
   /** A remote decision (its numbers for the headers). */
   decision: RateDecision | undefined = undefined
   /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */

@@ -93,7 +93,7 @@ function isDecision (value: unknown): value is RateDecision {
  */
 export function decidedAtStep (limiter: BackendLimiter, next: Step): Step {
   return function decidedAt (permit) {
-    permit.decidedAt = limiter.now?.() ?? Number.NaN
+    permit.decidedAt = limiter.now?.()
     next(permit)
   }
 }
