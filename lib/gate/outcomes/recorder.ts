@@ -110,23 +110,11 @@ export class Outcomes {
 
   /** An in-flight gate is full: the request is shed (or, not enforcing, goes on holding no slot). */
   full (permit: Permit, next: Step): void {
-    if (this.enforce) {
-      const slots = this.context.slots
-      const route = permit.route
-      // The route's own limit when it is the one that is full; else the registration's.
-      const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
-      const name: InFlightPolicyName = own ? 'route-in-flight' : 'in-flight'
-      if (this.inFlightHeaders) {
-        const fields = this.fieldsOf(name, own ? route.maxInFlight : slots.limit)
-        permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
-      }
-      this.shed(permit, slots.retryAfter, MESSAGES.shed, name)
-      return
-    }
-    this.context.global.wouldShed++
-    permit.gate.counters.wouldShed++
-    this.wouldHave(permit, 'shed', 1)
-    next(permit)
+    const route = permit.route
+    const slots = this.context.slots
+    // The route's own limit when it is the one that is full; else the registration's.
+    const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
+    this.atBound(permit, next, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, slots.retryAfter)
   }
 
   /**
@@ -134,15 +122,19 @@ export class Outcomes {
    * request is shed with its policy named (or, not enforcing, goes on holding no place among them).
    */
   fullLongLived (permit: Permit, next: Step): void {
+    const route = permit.route
+    const own = route.maxLongLived !== 0 && route.counters.longLived >= route.maxLongLived
+    this.atBound(permit, next, own ? 'route-long-lived' : 'long-lived', own ? route.maxLongLived : this.context.longLivedLimit, 1)
+  }
+
+  /** A bound on concurrency (`name`, at `limit`) is reached: a 503 carrying its policy, or, not enforcing, a would-shed. */
+  private atBound (permit: Permit, next: Step, name: InFlightPolicyName, limit: number, seconds: number): void {
     if (this.enforce) {
-      const route = permit.route
-      const own = route.maxLongLived !== 0 && route.counters.longLived >= route.maxLongLived
-      const name: InFlightPolicyName = own ? 'route-long-lived' : 'long-lived'
       if (this.inFlightHeaders) {
-        const fields = this.fieldsOf(name, own ? route.maxLongLived : this.context.longLivedLimit)
+        const fields = this.fieldsOf(name, limit)
         permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
       }
-      this.shed(permit, 1, MESSAGES.shed, name)
+      this.shed(permit, seconds, MESSAGES.shed, name)
       return
     }
     this.context.global.wouldShed++
