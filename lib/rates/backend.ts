@@ -94,9 +94,12 @@ export interface StackLimiter {
   /**
    * Charges `units` (a checked safe integer, |units| at most the stack's largest capacity) to every
    * policy, each as `BackendLimiter.charge` does (its debt bounded by its own capacity), or to
-   * none. Optional, as for a single limiter.
+   * none. Optional, as for a single limiter; `returnBy` as there: units returned from that time on
+   * (the stack's clock) are not taken.
    */
-  charge? (identity: string, units: number): Promise<StackDecision>
+  charge? (identity: string, units: number, returnBy?: number): Promise<StackDecision>
+  /** The stack's clock now, ms, as `BackendLimiter.now`. Optional. */
+  now? (): number | undefined
   /** Each policy's stored state (as `BackendLimiter.state`), in the stack's order. */
   state (identity: string): Promise<unknown[]>
   /** Forgets the identity's state under every policy; true when there was one. */

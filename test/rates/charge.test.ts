@@ -179,3 +179,17 @@ t.test('a stack: |units| up to its largest capacity; a policy without room for a
   await one.charge('ada', 3)
   t.same((await one.check('ada')).policies.map((p) => p.remaining), [6, 6], "bob was charged under no policy; ada's charge counted under both")
 })
+
+t.test('a stack\'s units returned from their deadline on are not taken (a fixed window\'s given back past its end)', async (t) => {
+  const clock = { now: T0 }
+  const stack = memoryBackend({ clock: () => clock.now }).stack('app#s', [
+    normalizePolicy({ algorithm: 'fixed-window', limit: 10, windowMs: 60_000 }),
+    normalizePolicy({ algorithm: 'token-bucket', limit: 100, windowMs: 1000 })
+  ])
+  t.equal(stack.now?.(), T0, 'the stack\'s clock is the backend\'s')
+  await stack.consume('ada', 10)
+  t.same((await stack.charge!('ada', -5, T0 + 1)).policies.map((p) => p.remaining), [5, 95], 'before the deadline: given back')
+  clock.now = T0 + 1
+  t.same((await stack.charge!('ada', -5, T0 + 1)).policies.map((p) => p.remaining), [5, 95], 'at it: not taken')
+  t.same((await stack.charge!('ada', 2, T0 + 1)).policies.map((p) => p.remaining), [3, 93], 'a charge of more units is taken whatever the deadline')
+})

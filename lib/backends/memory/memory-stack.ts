@@ -93,14 +93,21 @@ export class MemoryBackendStack implements StackLimiter, SynchronousStack {
     return verdict
   }
 
+  /** The backend's clock now, ms. */
+  now (): number {
+    return this.host.clock()
+  }
+
   /**
    * Charges `units` to every policy (each as `Kernel.charge` does, its debt bounded by its own
    * capacity: `units` clamped to twice it charges exactly the same), or to none when one cannot
-   * track a new identity. The decision is what a cost-1 request would see after it.
+   * track a new identity; units returned at `returnBy` or later are not taken. The decision is
+   * what a cost-1 request would see after it.
    */
-  async charge (identity: string, units: number): Promise<StackDecision> {
+  async charge (identity: string, units: number, returnBy = Infinity): Promise<StackDecision> {
     this.live()
     const now = this.host.clock()
+    if (units < 0 && now >= returnBy) units = 0
     this.decidedAt = now
     const stores = this.stores
     let verdict: Verdict = ADMITTED

@@ -76,17 +76,25 @@ export class RedisBackendStack implements StackLimiter {
     return this.decide(identity, cost, '1')
   }
 
-  /** Charges `units` to every policy in one script call (mode '2'), or to none on a conflict. */
-  charge (identity: string, units: number): Promise<StackDecision> {
-    return this.decide(identity, units, '2')
+  /**
+   * Charges `units` to every policy in one script call (mode '2'), or to none on a conflict; units
+   * returned are refused by the script from the server's time `returnBy` on (its deadline).
+   */
+  charge (identity: string, units: number, returnBy = Infinity): Promise<StackDecision> {
+    return this.decide(identity, units, '2', units < 0 ? returnBy : Infinity)
   }
 
-  private async decide (identity: string, amount: number, mode: '0' | '1' | '2'): Promise<StackDecision> {
+  /** The server's time now as its last reply gave it (never ahead of it); undefined before any reply. */
+  now (): number | undefined {
+    return this.backend.serverNow()
+  }
+
+  private async decide (identity: string, amount: number, mode: '0' | '1' | '2', latest = Infinity): Promise<StackDecision> {
     const backend = this.backend
     if (backend.isStopped) throw new RatesStoppedError(this.address)
     const sent = backend.now()
     const keys = this.keysOf(identity)
-    const reply = await backend.runScript(DECIDE_STACK_SHA, DECIDE_STACK_LUA, keys, backend.timed([String(amount), mode, ...this.fingerprints], sent))
+    const reply = await backend.runScript(DECIDE_STACK_SHA, DECIDE_STACK_LUA, keys, backend.timed([String(amount), mode, ...this.fingerprints], sent, latest))
     const received = backend.now()
     const n = this.policies.length
     if (isStackReply(reply, n)) {

@@ -126,14 +126,18 @@ export class ChargeAfterWork {
 }
 
 /**
- * Until when units a request took may be given back, on the quota's clock: a fixed window's until
- * the end of the window that admitted them (-Infinity when that is not known: none is given back);
- * any other quota's at any time (a bucket never holds more than its capacity; a sliding window's
- * count weighs the window before).
+ * Until when units a request took may be given back, on the quota's clock: until the end of the
+ * window that admitted them, the earliest such end among a stack's fixed windows (-Infinity when
+ * the admitting time is not known: none is given back); a quota with no fixed window, at any time
+ * (a bucket never holds more than its capacity; a sliding window's count weighs the window before).
  */
 function returnDeadline (gate: RouteGate, decidedAt: number | undefined): number {
-  const policy = gate.policy!
-  if (gate.stacked !== undefined || policy.algorithm !== 'fixed-window') return Infinity
-  if (decidedAt === undefined) return -Infinity
-  return (Math.floor(decidedAt / policy.windowMs) + 1) * policy.windowMs
+  const policies = gate.stacked === undefined ? [gate.policy!] : gate.stacked.stack.policies
+  let deadline = Infinity
+  for (const policy of policies) {
+    if (policy.algorithm !== 'fixed-window') continue
+    if (decidedAt === undefined) return -Infinity
+    deadline = Math.min(deadline, (Math.floor(decidedAt / policy.windowMs) + 1) * policy.windowMs)
+  }
+  return deadline
 }

@@ -49,9 +49,14 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   }
 
   /** A charge after the work: every policy of the stack (`StackLimiter.charge`), when the backend's stacks charge. */
-  get charge (): ((identity: string, units: number) => Promise<RateDecision>) | undefined {
+  get charge (): ((identity: string, units: number, returnBy?: number) => Promise<RateDecision>) | undefined {
     const stack = this.stack
-    return stack.charge === undefined ? undefined : (identity, units) => stack.charge!(identity, units)
+    return stack.charge === undefined ? undefined : (identity, units, returnBy) => stack.charge!(identity, units, returnBy)
+  }
+
+  /** The stack's clock (`StackLimiter.now`), when it has one. */
+  now (): number | undefined {
+    return this.stack.now?.()
   }
 
   // Verdicts, over the stack's.
