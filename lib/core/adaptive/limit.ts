@@ -63,7 +63,10 @@
  * probe at once); a higher limit was measured in use and is kept, so that a pause costs a busy
  * server nothing. A hang is no idleness: the stuck requests hold the limit in use at every tick.
  * Applied by `adaptiveTick` (the gate's timer, at `adaptiveTickAt`) or by the next sample that
- * does not use the limit, whichever comes first; never during a probe (its end counts as use).
+ * does not use the limit, whichever comes first; never during a probe, but at its end when the
+ * limit has gone unused for idleMs by then. A probe's end is no use: a flood that ended during one
+ * would otherwise hold its low limit for up to probeMaxMs more. Use during a probe is a sample at
+ * `utilization` of the probe's own limit, so a busy server's probe never reads as idleness.
  *
  * Options are the caller's to validate (see `AdaptiveLimitOptions` for the ranges); given valid
  * options and finite samples, `limit` is always an integer in [min, max] (a property test).
@@ -214,8 +217,7 @@ function endProbe (state: AdaptiveLimit, now: number): AdaptiveLimit {
     fast: Math.max(state.fast, mean),
     measured: mean,
     confirmedAt: now,
-    probing: false,
-    usedAt: now
+    probing: false
   }
 }
 
@@ -241,7 +243,8 @@ export function adaptiveSample (state: AdaptiveLimit, sample: RttSample, options
   if (state.probing) {
     // Only a request that started inside the probe and under its limit measures the drained system.
     const clean = now - rtt >= state.probeStart && inflight <= state.limit
-    const next = clean ? { ...state, probeCount: state.probeCount + 1, probeSum: state.probeSum + rtt } : state
+    const usedAt = inUse(inflight, state.limit, options) ? Math.max(state.usedAt, now) : state.usedAt
+    const next = clean ? { ...state, probeCount: state.probeCount + 1, probeSum: state.probeSum + rtt, usedAt } : { ...state, usedAt }
     return next.probeCount >= options.probeSamples || overdue(state, now, options) ? endProbe(next, now) : next
   }
 
@@ -281,7 +284,10 @@ export function adaptiveSample (state: AdaptiveLimit, sample: RttSample, options
  * (at `adaptiveTickAt`) or before reading `limit`. Nothing to do: the same state.
  */
 export function adaptiveTick (state: AdaptiveLimit, now: number, options: AdaptiveLimitOptions, inflight: number): AdaptiveLimit {
-  if (state.probing) return overdue(state, now, options) ? endProbe(state, now) : state
+  if (state.probing) {
+    if (!overdue(state, now, options)) return state
+    state = endProbe(state, now)
+  }
   if (inUse(inflight, state.estimate, options)) return { ...state, usedAt: Math.max(state.usedAt, now) }
   return idle(state, now, options) ? recover(state, now, options) : state
 }

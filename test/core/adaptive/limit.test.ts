@@ -249,10 +249,18 @@ t.test('tick: ends an overdue probe with no traffic, leaves everything else alon
   const p = adaptiveSample(s1, { rtt: 300, inflight: 20, now: 101 }, opts)
   t.equal(adaptiveTickAt(p, opts), 101 + 3 * p.fast, "a probe's end: three fast RTTs here, longer than probeMaxMs")
   t.equal(adaptiveTick(p, 150, opts, 0), p, 'not overdue yet')
-  t.equal(adaptiveTick(p, 1e9, opts, 0).baseline, 10, 'a probe is ended, never taken for idleness')
   const done = adaptiveTick(p, 218, opts, 0)
-  t.same([done.probing, done.limit, done.baseline, done.confirmedAt, done.usedAt], [false, 20, 10, 218, 218], "a probe's end counts as use")
-  t.equal(adaptiveTick(done, 218 + opts.idleMs, opts, 0).baseline, 0, 'idleMs after it: afresh')
+  t.same([done.probing, done.limit, done.baseline, done.confirmedAt, done.usedAt], [false, 20, 10, 218, 101], "a probe is ended; its end is no use (last used at its start's sample)")
+  t.equal(adaptiveTickAt(done, opts), 101 + opts.idleMs, 'the next change: idleMs after that use')
+  t.equal(adaptiveTick(done, 101 + opts.idleMs, opts, 0).baseline, 0, 'idleMs after it: afresh')
+  t.same(adaptiveTick(p, 1e9, opts, 0), newAdaptiveLimit(opts, 1e9), 'a probe overdue long after the last use: ended, then afresh at once')
+  t.equal(adaptiveTick(p, 1e9, opts, 10).baseline, 10, 'with the limit in use at that tick: ended, and kept')
+  // Samples during a probe at half its limit are use: a busy server's long probe is no idleness.
+  const slow = adaptiveLimitOptions({ probeIntervalMs: 100, probeMaxMs: 50, idleMs: 100 })
+  const q = adaptiveSample(adaptiveSample(newAdaptiveLimit(slow, 0), { rtt: 10, inflight: 20, now: 1 }, slow), { rtt: 300, inflight: 20, now: 101 }, slow)
+  const busyProbe = adaptiveSample(q, { rtt: 40, inflight: q.limit, now: 150 }, slow)
+  t.same([busyProbe.probing, busyProbe.usedAt], [true, 150], 'a sample in use during the probe')
+  t.equal(adaptiveTick(busyProbe, 101 + 3 * busyProbe.fast, slow, 0).baseline, 40, 'its end, within idleMs of that use: what it measured is kept')
 })
 
 // Valid options: the documented ranges.
@@ -332,6 +340,23 @@ t.test('a flood of cheap answers ratchets the limit down; once it has gone unuse
   const fresh = newAdaptiveLimit(o, later)
   t.same(idle, fresh, 'a fresh state: the initial limit, no RTT known')
   t.same(busy(idle, later, 20).state, busy(fresh, later, 20).state, 'the burst meets what a fresh server would')
+})
+
+// Regression (issue 33, item 15): a flood that ended during a probe left the limit low past idleMs:
+// the probe's end, on the timer up to probeMaxMs later, counted as use and restarted the idle time.
+t.test('a flood that ends during a probe: fresh idleMs after the limit was last used, on the timer as the gate runs it', async (t) => {
+  const warm = busy(newAdaptiveLimit(o, 0), 0, 15)
+  // The flood goes on until a probe starts, and ends there.
+  let { state, now } = flood(warm.state, warm.now, 3_000)
+  for (let i = 0; !state.probing; i++) {
+    now += 5
+    state = adaptiveSample(state, { rtt: i % 10 === 0 ? 1 : 0.1, inflight: 2, now }, o)
+  }
+  const lastUse = state.usedAt
+  t.ok(lastUse <= now, 'the limit was last in use during the flood')
+  // The gate's timer: a tick at each next change, until idleMs after the last use.
+  for (let at = adaptiveTickAt(state, o); at <= lastUse + o.idleMs; at = adaptiveTickAt(state, o)) state = adaptiveTick(state, at, o, 0)
+  t.same(state, newAdaptiveLimit(o, lastUse + o.idleMs), 'a fresh state idleMs after the last use: the probe\'s end is no use')
 })
 
 t.test('idle recovery: applied by the next sample when no tick came, only to a limit out of use', async (t) => {
