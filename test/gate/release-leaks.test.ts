@@ -63,7 +63,9 @@ async function gated (t: Test, options: AdmissionOptions, serverOptions: Record<
 function holdRoute (app: FastifyInstance): { burst: (n: number, send: () => Promise<number>) => Promise<{ admitted: number, statuses: number[] }> } {
   let gate = deferred()
   let entered = 0
-  app.get('/hold', async () => { entered++; await gate.promise; return 'held' })
+  // Its handlers wait for the whole burst to enter, however slow a busy machine makes that: a
+  // server's handlerTimeout (a test's subject elsewhere) must not answer them first.
+  app.get('/hold', { handlerTimeout: 600_000 }, async () => { entered++; await gate.promise; return 'held' })
   return {
     async burst (n, send) {
       const before = entered

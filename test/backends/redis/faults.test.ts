@@ -7,7 +7,7 @@ import type { Policy } from '../../../lib/core/rates/index.js'
 import { RatesUnavailableError } from '../../../lib/rates/errors.js'
 import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
-import { counting, keysUnder, redisServerMissing, startPrivateServer, testClient, until } from './helpers.js'
+import { counting, keysUnder, redisServerMissing, resume, startPrivateServer, testClient, until } from './helpers.js'
 
 const skip = await redisServerMissing()
 // A slow refill (a token every 3.6 s): `remaining` counts the consumed, exactly, for a few seconds.
@@ -34,19 +34,6 @@ t.test('NOSCRIPT: after SCRIPT FLUSH the next decision falls back to EVAL once, 
   t.match(await limiter.consume('su', 1), { allowed: true, remaining: 996 })
   t.same(client.calls, { evalsha: 4, eval: 2 })
 })
-
-/** `decide()`, again while it is refused as "too late" (which consumed nothing), up to 20 times. */
-async function resume<T> (decide: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await decide()
-    } catch (error) {
-      // Too late, or (before any server time is known, a busy machine) the short timeout itself.
-      if (attempt >= 20 || !/too late|did not answer within/.test((error as Error).message)) throw error
-      await sleep(20)
-    }
-  }
-}
 
 t.test('paused server (CLIENT PAUSE): every decision rejects by the backend\'s timer while paused, then decisions resume', { skip }, async (t) => {
   const server = await startPrivateServer()

@@ -281,3 +281,16 @@ export async function answersPing (admin: Redis, what: string, stop: () => Promi
     }
   }
 }
+
+/** `decide()`, again while it is refused as "too late" (which consumed nothing), up to 20 times. */
+export async function resume<T> (decide: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await decide()
+    } catch (error) {
+      // Too late, or (before any server time is known, a busy machine) the short timeout itself.
+      if (attempt >= 20 || !/too late|did not answer within/.test((error as Error).message)) throw error
+      await sleep(20)
+    }
+  }
+}

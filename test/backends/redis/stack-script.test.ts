@@ -22,7 +22,7 @@ import { redisBackend, testingRedisBackend, type RedisBackendClient } from '../.
 import type { RedisBackendStack } from '../../../lib/backends/redis/redis-stack.js'
 import { recoveryMs } from '../../../lib/backends/redis/stored-state.js'
 import { windowAround } from './children.js'
-import { deleteKeys, freePort, keysUnder, redisServerMissing, serverNow, sharedRedis, startPrivateServer, testClient, uniquePrefix, type PrivateServer } from './helpers.js'
+import { deleteKeys, freePort, keysUnder, redisServerMissing, resume, serverNow, sharedRedis, startPrivateServer, testClient, uniquePrefix, type PrivateServer } from './helpers.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 // Timeouts are tested with a private server (below); here a busy machine must not fail a test.
@@ -480,7 +480,7 @@ t.test('CLIENT PAUSE: stack decisions that timed out during the pause consumed n
   t.teardown(() => client.disconnect())
   const slow: Policy = { algorithm: 'token-bucket', limit: 1000, windowMs: 3_600_000, burst: 1000 }
   const stack = redisBackend({ client, timeoutMs: 50 }).stack('app#p', [slow, { algorithm: 'fixed-window', limit: 100, windowMs: 3_600_000 }])
-  t.match(await stack.consume('su', 1), { allowed: true }, 'a reply: the server time is observed')
+  t.match(await resume(() => stack.consume('su', 1)), { allowed: true }, 'a reply: the server time is observed')
   const before = await Promise.all(stack.keysOf('su').map((key) => client.get(key)))
   await server.admin.client('PAUSE', 1000, 'ALL')
   const calls = Array.from({ length: 6 }, async (_, i) => {
@@ -495,5 +495,5 @@ t.test('CLIENT PAUSE: stack decisions that timed out during the pause consumed n
   t.same(await Promise.all(stack.keysOf('su').map((key) => client.get(key))), before, 'su: unchanged')
   t.equal(await client.exists(...stack.keysOf('sv')), 0, 'sv: nothing stored')
   const tokens = (await stack.state('su'))[0] as { tokens: number }
-  t.ok(tokens.tokens >= 999 * 3_600_000, 'one unit consumed in all')
+  t.ok(tokens.tokens >= 998 * 3_600_000, 'the warm-up\'s unit (two if a busy machine timed its first try out) consumed in all')
 })
