@@ -79,11 +79,11 @@ export function preHandlerHook (check: Step, field: symbol): GateHook {
   }
 }
 
-/** The same at the level of the registering context: the check of the request's plan, if it has one there. */
+/** The same at the level of the registering context: the check of the request's plan, if it has one there (a route with hooks of its own runs its own). */
 export function preHandlerByRoute (field: symbol): GateHook {
   return function admissionRateCheck (request, _reply, done) {
     const permit = (request as unknown as Record<symbol, Permit | null | undefined>)[field]
-    const check = permit?.plan.preHandler
+    const check = permit?.plan.byContext === true ? permit.plan.preHandler : undefined
     if (check === undefined) {
       done()
       return

@@ -13,15 +13,11 @@ export function onResponseHook (field: symbol): (request: FastifyRequest, reply:
   }
 }
 
-/**
- * Login throttling's count, at the level of the registering context: last among the `onSend`
- * hooks of the context (the status it sees is the one sent), for a request whose plan counts failures.
- */
-export function onSendByRoute (field: symbol): (request: FastifyRequest, reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void) => void {
-  return function admissionCountFailure (request, _reply, payload, done) {
+/** The same at the level of the registering context: the permits its `onRequest` made (a route with hooks of its own runs its own). */
+export function onResponseByRoute (field: symbol): (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void {
+  return function admissionOnResponse (request, _reply, done) {
     const permit = (request as unknown as Record<symbol, Permit | null | undefined>)[field]
-    const told = permit?.plan.failures?.sending(permit)
-    if (told === undefined) done(null, payload)
-    else told.then(() => { done(null, payload) })
+    if (permit?.plan.byContext === true) permit.responded()
+    done()
   }
 }

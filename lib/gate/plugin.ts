@@ -11,7 +11,7 @@ import { clientKey, gateKey } from './quotas/client-key.js'
 import { checkOnePerContext, decorateAdmission, statsOf, type AdmissionDecorator } from './decorator.js'
 import { foreignRateLimitWarner } from './options/foreign-config.js'
 import { onRequestByRoute, onRequestHook, preHandlerByRoute } from './on-request.js'
-import { onResponseHook, onSendByRoute } from './on-response.js'
+import { onResponseByRoute } from './on-response.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options/options.js'
 import { validateOptions } from './options/options.js'
 import { Planner } from './plan/planner.js'
@@ -26,7 +26,7 @@ import type { FleetMember, RatesBackend } from '../rates/backend.js'
 import { permitField, Slots } from './release/slots.js'
 import { LongLivedConnections } from './release/long-lived.js'
 import { HeldPermits } from './release/held-permits.js'
-import { encloses, outerGates, routeRecord, see, ungated, unseenRoutes } from './route-record.js'
+import { encloses, outerGates, routeRecord, see, unseenRoutes } from './route-record.js'
 import { RouteWiring } from './wiring.js'
 
 declare module 'fastify' {
@@ -116,44 +116,39 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
   const field = permitField(fastify)
-  const wiring = new RouteWiring(settings, quotas, shared, planner, fastify.log, field, serverTimeout, depthOf(fastify))
-  const notFound = wiring.notFoundPlan()
   const record = routeRecord(fastify)
   record.fields.push(field)
-  // Routes declared before any registration watched never pass an `onRoute` of this plugin: then
-  // the gate's two hooks are the context's (Fastify gives them to every route of the context and
-  // of its children, whenever declared); otherwise each route gets its own, and an opted-out
-  // route runs none.
-  const routesBefore = unseenRoutes(fastify, record)
+  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record })
+  const notFound = wiring.notFoundPlan()
+  // Routes declared before any registration watched never pass an `onRoute` of this plugin: the
+  // context's hooks find them at their first request. Every other route gets hooks of its own.
+  if (unseenRoutes(fastify, record)) {
+    const depth = depthOf(fastify)
+    const hook = onRequestByRoute(wiring.planOf, field, outerGates(record, depth))
+    record.contextGates.push({ context: fastify, depth, field, hook })
+    fastify.addHook('onRequest', hook)
+    fastify.addHook('preHandler', preHandlerByRoute(field))
+    fastify.addHook('onResponse', onResponseByRoute(field))
+  }
   // Routes declared in this context before it that a registration saw: wired as if seen now.
   for (const [route, context] of record.seen) {
     if (!encloses(fastify, context)) continue
     record.gated.add(route)
-    if (routesBefore) wiring.preplan(route)
-    else wiring.wire(route)
+    wiring.wire(route, false)
   }
   const warnForeign = foreignRateLimitWarner(fastify.log, settings.rateLimit !== false)
   fastify.addHook('onRoute', function admissionOnRoute (this: FastifyInstance, route) {
     see(record, this, route)
     warnForeign(route)
     record.gated.add(route)
-    if (routesBefore) wiring.mark(route)
-    else wiring.wire(route)
+    wiring.wire(route, true)
   })
-  if (routesBefore) {
-    const depth = depthOf(fastify)
-    const hook = onRequestByRoute(wiring.planOf, field, outerGates(record, depth))
-    record.contextGates.push({ context: fastify, depth, field, hook })
-    fastify.addHook('onRequest', hook)
-    fastify.addHook('preHandler', preHandlerByRoute(field))
-    fastify.addHook('onSend', onSendByRoute(field))
-    fastify.addHook('onResponse', onResponseHook(field))
-  }
-  fastify.addHook('onReady', (ready) => { ready(wiring.errors[0] ?? ungated(record)) })
   if (backend.reachable !== undefined && settings.rateLimit !== false) warnUnreachable(fastify, backend, settings.onBackendError)
   if (settings.permitWarningMs !== false) {
+    // From now (an unref'd timer: it keeps no process alive), not from an `onReady` hook: the
+    // plugin adds no hook that nothing needs.
     const held = new HeldPermits(() => wiring.gates.values(), settings.permitWarningMs)
-    fastify.addHook('onReady', (ready) => { held.start(); ready() })
+    held.start()
     fastify.addHook('onClose', (_instance, closed) => { held.stop(); closed() })
   }
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)

@@ -15,10 +15,12 @@ type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyRe
  *   loaded later wires the routes already declared inside it from here, as if it had seen them;
  * - how many (by method, as the router counts them): fewer than the router holds means routes
  *   were declared before any registration watched, and a registration cannot tell where;
- * - each route's handler, watched once for every registration: when it returns, each gate's
- *   permit on the request learns of the handler's work (its promise, or the answer it handed);
+ * - each registration's request field for its permit, which a gated route's handler tells when it
+ *   returns (`watchHandler`);
  * - the routes that asked for a gate (`config.admission` is an object) and those some
- *   registration gates: at `ready()`, one left over is an error, never a silent pass.
+ *   registration gates, and the registrations' errors in route options: at `ready()`, one left
+ *   over is an error, never a silent pass. The check is an `onReady` hook added only once there is
+ *   something to check, so that an application with no such route has no hook of it.
  */
 export interface RouteRecord {
   readonly seen: Map<RouteOptions, FastifyInstance>
@@ -30,45 +32,82 @@ export interface RouteRecord {
   readonly gated: WeakSet<RouteOptions>
   /** Registrations whose hooks are their context's (they found routes no registration saw). */
   readonly contextGates: ContextGate[]
+  /** Errors in route options found when a route was planned, reported at `ready()`. */
+  readonly errors: Error[]
+  /** The root context, where the `ready()` check goes. */
+  readonly root: FastifyInstance
+  /** The `ready()` check is set. */
+  checking: boolean
 }
 
 const kRecord = Symbol.for('fastify-admission.routes')
-const kOriginal = Symbol.for('fastify-admission.original-handler')
 
 /** The application's record, made (and its `onRoute` hook set on the root context) by the first registration. */
 export function routeRecord (fastify: FastifyInstance): RouteRecord {
-  const root = rootOf(fastify) as unknown as Record<symbol, RouteRecord | undefined>
-  let record = root[kRecord]
+  const root = rootOf(fastify)
+  const holder = root as unknown as Record<symbol, RouteRecord | undefined>
+  let record = holder[kRecord]
   if (record === undefined) {
-    const made: RouteRecord = { seen: new Map(), methods: 0, fields: [], asking: new Map(), gated: new WeakSet(), contextGates: [] }
+    const made: RouteRecord = { seen: new Map(), methods: 0, fields: [], asking: new Map(), gated: new WeakSet(), contextGates: [], errors: [], root, checking: false }
     record = made
-    root[kRecord] = made
-    ;(root as unknown as FastifyInstance).addHook('onRoute', function recordRoute (this: FastifyInstance, route: RouteOptions) { see(made, this, route) })
+    holder[kRecord] = made
+    root.addHook('onRoute', function recordRoute (this: FastifyInstance, route: RouteOptions) { see(made, this, route) })
   }
   return record
 }
 
-/** Records a declared route (once) and watches its handler. */
+/** Records a declared route (once). */
 export function see (record: RouteRecord, context: FastifyInstance, route: RouteOptions): void {
   if (record.seen.has(route)) return
   record.seen.set(route, context)
   record.methods += Array.isArray(route.method) ? route.method.length : 1
   const own = (route.config as { admission?: unknown } | undefined)?.admission
-  if (own !== undefined && own !== false) record.asking.set(route, `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`)
+  if (own !== undefined && own !== false) {
+    record.asking.set(route, `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`)
+    checkAtReady(record)
+  }
+}
+
+/** A route option found wrong when its route was planned: `ready()` fails with the first. */
+export function reportAtReady (record: RouteRecord, error: Error): void {
+  record.errors.push(error)
+  checkAtReady(record)
+}
+
+function checkAtReady (record: RouteRecord): void {
+  if (record.checking) return
+  record.checking = true
+  record.root.addHook('onReady', function admissionRouteCheck (ready) { ready(record.errors[0] ?? ungated(record)) })
+}
+
+/** The handler a route was declared with, for each gated route whose handler is followed. */
+const declared = new WeakMap<object, unknown>()
+
+/**
+ * Follows a gated route's handler: when it returns, each registration's permit on the request
+ * learns of the handler's work (its promise, or the answer it handed). The route's handler becomes
+ * a proxy of the declared one, which Fastify and other plugins see as that function (its kind —
+ * async or not —, name, length and properties), and which an opted-out route never gets.
+ */
+export function watchHandler (record: RouteRecord, route: RouteOptions): void {
   const handler = route.handler as Handler
+  if (declared.has(handler)) return
   const fields = record.fields
-  const watched = function admissionWatchedHandler (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) {
-    const result = handler.call(this, request, reply)
-    for (let i = 0; i < fields.length; i++) (request as unknown as Record<symbol, Permit | null | undefined>)[fields[i]!]?.watch(result)
-    return result
-  } as Handler & { [kOriginal]?: Handler }
-  watched[kOriginal] = handler
+  const watched = new Proxy(handler, {
+    apply (target, self: FastifyInstance, args: [FastifyRequest, FastifyReply]) {
+      const result = Reflect.apply(target, self, args) as unknown
+      const request = args[0] as unknown as Record<symbol, Permit | null | undefined>
+      for (let i = 0; i < fields.length; i++) request[fields[i]!]?.watch(result)
+      return result
+    }
+  })
+  declared.set(watched, handler)
   route.handler = watched as RouteOptions['handler']
 }
 
-/** The handler a recorded route was declared with (GET's automatic HEAD twin is declared with it too). */
+/** The handler a route was declared with (GET's automatic HEAD twin is declared with it too). */
 export function declaredHandler (route: RouteOptions): unknown {
-  return (route.handler as Handler & { [kOriginal]: Handler })[kOriginal]
+  return declared.get(route.handler as object) ?? route.handler
 }
 
 /** Whether routes are in the router that no registration saw declared (before the first one). */

@@ -11,7 +11,7 @@ import type { Plan, Planner } from './plan/planner.js'
 import { PRIORITY_NAMES, type Priority } from './release/priority.js'
 import { leadPolicy, openLimits, type OpenedLimits, type Quotas } from './quotas/quotas.js'
 import type { Permit } from './release/permit.js'
-import { declaredHandler } from './route-record.js'
+import { declaredHandler, reportAtReady, watchHandler, type RouteRecord } from './route-record.js'
 import { UNGATED } from '../pressure/status-route.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 import type { StackedQuota } from './quotas/stacked-quota.js'
@@ -36,18 +36,20 @@ interface Declared {
  * Puts the gate on routes. Every route gets a plan of its own (its counters, its semaphore, its
  * quota); GET and the HEAD route Fastify adds for it share one, as they share a resource.
  *
- * Where the registration sees every route (none was declared before it), the hooks are the
- * route's own, set at `onRoute`: an opted-out route runs nothing of this plugin. Where routes were
- * declared before it (they never pass its `onRoute`: declared before `register`, or in the same
- * tick as a `register` not awaited, or in a context registered first), the `onRequest` and
- * `onResponse` hooks are the registering context's, which Fastify gives every route of the
- * context and of its children whenever declared, and each request finds its route's plan.
+ * A route a registration of this plugin saw declared (the application's record holds it) gets the
+ * gate as hooks of its own, whatever the order of declaration and registration: an opted-out route
+ * runs nothing of this plugin. A route no registration saw (declared before the first one ran:
+ * before `register`, or in the same tick as a `register` not awaited) can only be reached by hooks
+ * of the registering context, which Fastify gives every route of the context and of its children
+ * whenever declared: `onRequest`, `preHandler` and `onResponse` there find its plan at its first
+ * request. Such a route has no hooks of its own: login throttling counts its failed responses when
+ * its permit ends (its response written), not in an `onSend` of the route — an `onSend` hook on
+ * every route of the context would change how Fastify sends theirs — and its handler is not
+ * followed (its permit ends with its response, or its connection).
  */
 export class RouteWiring {
   /** Gates by name, as `stats().routes` lists them. */
   readonly gates = new Map<string, RouteGate>()
-  /** Bad route configs, reported at ready() (the first one), where Fastify users expect a bad route to fail. */
-  readonly errors: Error[] = []
   private readonly settings: Settings
   private readonly quotas: Quotas
   private readonly shared: OpenedLimits
@@ -55,71 +57,68 @@ export class RouteWiring {
   private readonly planner: Planner
   private readonly serverTimeout: number | undefined
   private readonly field: symbol
+  private readonly record: RouteRecord
   private readonly kPlan = Symbol('admission.plan')
   private readonly groups: Groups
   /** GET routes by URL, with the handler they were given: their HEAD twin shares their plan. */
   private readonly getRoutes = new Map<string, { handler: unknown, plan: Plan | false }>()
-  /** Plans of routes declared before this registration that a registration saw, by `METHOD /url` (context-level hooks find them at the first request). */
-  private readonly preplanned = new Map<string, Plan | false>()
+  /** Routes wired with hooks of their own after their context's config was made, by `METHOD /url`: the context's hooks pass them by. */
+  private readonly ownHooks = new Set<string>()
   private readonly onResponse: Hook
   /** How deep the registering context sits: an outer registration's hooks run before an inner one's. */
   private readonly depth: number
 
-  constructor (settings: Settings, quotas: Quotas, shared: OpenedLimits, planner: Planner, log: FastifyBaseLogger, field: symbol, serverTimeout: number | undefined, depth: number) {
-    this.settings = settings
-    this.quotas = quotas
-    this.shared = shared
-    this.planner = planner
-    this.log = log
-    this.field = field
-    this.serverTimeout = serverTimeout
-    this.groups = new Groups(quotas)
-    this.onResponse = onResponseHook(field)
-    this.depth = depth
+  constructor (parts: { settings: Settings, quotas: Quotas, shared: OpenedLimits, planner: Planner, log: FastifyBaseLogger, field: symbol, serverTimeout: number | undefined, depth: number, record: RouteRecord }) {
+    this.settings = parts.settings
+    this.quotas = parts.quotas
+    this.shared = parts.shared
+    this.planner = parts.planner
+    this.log = parts.log
+    this.field = parts.field
+    this.serverTimeout = parts.serverTimeout
+    this.record = parts.record
+    this.groups = new Groups(parts.quotas)
+    this.onResponse = onResponseHook(parts.field)
+    this.depth = parts.depth
   }
 
-  /** `onRoute`, where this registration sees every route: the route's own hooks. */
-  wire (route: RouteOptions): void {
-    const plan = this.seen(route)
+  /**
+   * A route a registration saw declared: the gate's hooks become the route's own. `declaredNow`:
+   * seen at this registration's `onRoute` (its handler can still be followed); otherwise declared
+   * earlier, its context already made, so the context's hooks (if any) are told to pass it by.
+   */
+  wire (route: RouteOptions, declaredNow: boolean): void {
+    const plan = this.seen(route, declaredNow)
+    if (!declaredNow) this.ownHooks.add(routeKey(route.method, route.url))
+    else if (this.record.contextGates.length !== 0) this.passBy(route)
     if (plan === false) return
     const field = this.field
     route.onRequest = first(onRequestHook(plan, field), route.onRequest, this.depth) as RouteOptions['onRequest']
     route.onResponse = first(this.onResponse, route.onResponse, this.depth) as RouteOptions['onResponse']
     this.wireExtras(route, plan)
+    if (declaredNow) watchHandler(this.record, route)
   }
 
-  /**
-   * `onRoute`, where the gate's `onRequest`/`onResponse` are the context's: the plan rides on
-   * the route's config (Fastify copies the route's `config` into its context).
-   */
-  mark (route: RouteOptions): void {
-    const plan = this.seen(route)
-    route.config = { ...(route.config as object | undefined), [this.kPlan]: plan === false ? null : plan } as RouteOptions['config']
+  /** Context hooks of this registration or another pass the route by: it has hooks of its own (Fastify copies the route's `config` into its context). */
+  private passBy (route: RouteOptions): void {
+    route.config = { ...(route.config as object | undefined), [kOwnHooks]: true } as RouteOptions['config']
   }
 
-  /**
-   * A route declared before this registration, which another registration saw (so its handler
-   * is followed): planned now, its options checked at ready(), found at its first request.
-   */
-  preplan (route: RouteOptions): void {
-    const plan = this.seen(route)
-    const key = `${Array.isArray(route.method) ? route.method.join(',') : route.method} ${route.url}`
-    if (!this.preplanned.has(key)) this.preplanned.set(key, plan)
-  }
-
-  /** The plan of the request's route (with context-level hooks), made at its first request if its route was declared before the plugin. */
+  /** The plan of the request's route, for the context's hooks: made at its first request; null where the route is not theirs. */
   readonly planOf = (request: FastifyRequest): Plan | null => {
     const config = request.routeOptions.config as Record<string | symbol, unknown> & { url?: string, method?: string | string[] }
     const known = config[this.kPlan] as Plan | null | undefined
     if (known !== undefined) return known
     // Requests that matched no route take the not-found handler's path (`app.admission.notFound`).
-    if (config.url === undefined) return null
+    if (config.url === undefined || config[kOwnHooks] === true || this.ownHooks.has(routeKey(config.method!, config.url))) {
+      config[this.kPlan] = null
+      return null
+    }
     let plan: Plan | null
     const methods = Array.isArray(config.method) ? config.method : [config.method!]
-    const preplanned = this.preplanned.get(`${methods.join(',')} ${config.url}`)
     try {
       const options = request.routeOptions
-      plan = preplanned !== undefined ? preplanned || null : this.planOfDeclared({ methods, url: config.url, config, handlerTimeout: options.handlerTimeout, handler: options.handler, longLived: undefined }, true) || null
+      plan = this.planOfDeclared({ methods, url: config.url, config, handlerTimeout: options.handlerTimeout, handler: options.handler, longLived: undefined }, false, true) || null
     } catch (error) {
       // Bad options on a route declared before the plugin: its requests are answered 500 with the error, logged once.
       this.log.error({ err: error }, `fastify-admission: ${(error as Error).message}; the route's requests are answered 500 until it is fixed`)
@@ -129,12 +128,12 @@ export class RouteWiring {
     return plan
   }
 
-  /** A route seen at `onRoute`: its plan, or false (opted out, or bad options: reported at ready()). */
-  private seen (route: RouteOptions): Plan | false {
+  /** A route a registration saw declared: its plan, or false (opted out, or bad options: reported at ready()). */
+  private seen (route: RouteOptions, watched: boolean): Plan | false {
     try {
-      return this.planOfDeclared(declaredBy(route))
+      return this.planOfDeclared(declaredBy(route), watched, false)
     } catch (error) {
-      this.errors.push(error as Error)
+      reportAtReady(this.record, error as Error)
       return false
     }
   }
@@ -158,16 +157,16 @@ export class RouteWiring {
   }
 
   /** The plan of a declared route (a HEAD twin shares its GET's); false for a route opted out or with bad options. */
-  private planOfDeclared (route: Declared, late = false): Plan | false {
+  private planOfDeclared (route: Declared, watched: boolean, late: boolean): Plan | false {
     const name = this.uniqueName(`${route.methods.join(',')} ${route.url}`)
     const twin = route.methods.length === 1 && route.methods[0] === 'HEAD' ? this.getRoutes.get(route.url) : undefined
     if (twin !== undefined && (twin.handler === route.handler || late)) return twin.plan
-    const plan = this.planRoute(route, name, late)
+    const plan = this.planRoute(route, name, watched, late)
     if (route.methods.includes('GET')) this.getRoutes.set(route.url, { handler: route.handler, plan })
     return plan
   }
 
-  private planRoute (route: Declared, name: string, late: boolean): Plan | false {
+  private planRoute (route: Declared, name: string, watched: boolean, late: boolean): Plan | false {
     const settings = this.settings
     const config = route.config as { admission?: unknown, [UNGATED]?: true } | undefined
     const own = config?.[UNGATED] === true ? false : config?.admission
@@ -199,8 +198,9 @@ export class RouteWiring {
       onBackendError: parsed.onBackendError,
       preHandler: parsed.hook === 'preHandler',
       failures: dry ? new FailureCount(opened.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name, settings.headers, settings.partitionKey) : undefined,
+      byContext: late,
       waitsForHandler: waits,
-      handlerWatched: !late,
+      handlerWatched: watched,
       notFound: false,
       longLived,
       neverLongLived: parsed.longLived === false
@@ -222,6 +222,7 @@ export class RouteWiring {
       onBackendError: settings.onBackendError,
       preHandler: false,
       failures: undefined,
+      byContext: false,
       charge: undefined,
       waitsForHandler: false,
       handlerWatched: true,
@@ -263,7 +264,7 @@ function tierNames (limits: Limits | false): readonly string[] | undefined {
 /** The plan of a route whose options are not valid: every request is answered with the error (a 500). */
 function failingPlan (error: Error): Plan {
   const gate = routeGate('invalid', undefined, false, undefined, undefined, 1, false)
-  return { gate, onRequest: (permit) => { permit.fail(error) }, preHandler: undefined, ended: () => {}, failures: undefined, waitsForHandler: false, handlerWatched: false, longLived: undefined }
+  return { gate, onRequest: (permit) => { permit.fail(error) }, preHandler: undefined, ended: () => {}, failures: undefined, byContext: true, waitsForHandler: false, handlerWatched: false, longLived: undefined }
 }
 
 function declaredBy (route: RouteOptions): Declared {
@@ -303,6 +304,13 @@ function pluginRoute (settings: Settings): RouteSettings {
 /** The route's hooks of one kind with `hook` after the route's own ones (a nested registration's come after an outer one's). */
 function last (hook: Hook, existing: unknown): Hook[] {
   return existing === undefined ? [hook] : Array.isArray(existing) ? [...(existing as Hook[]), hook] : [existing as Hook, hook]
+}
+
+/** On a route's config: the route has hooks of its own, which context hooks of the plugin pass by. */
+const kOwnHooks = Symbol.for('fastify-admission.own-hooks')
+
+function routeKey (method: string | string[], url: string): string {
+  return `${[method].flat().join(',')} ${url}`
 }
 
 /** Marks this plugin's hooks with their registration's depth, so that an outer registration's come first. */

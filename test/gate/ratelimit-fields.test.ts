@@ -244,9 +244,20 @@ for (const kind of [...BACKENDS, { name: 'custom backend deciding by promise', s
     early.post('/login', { config: { admission: LOGIN } }, wrong)
     await early.register(admission, { backend: kind.make(t, clock.now), rateLimit: false, headers: { partitionKey: 'a secret of sixteen or more' } })
     await early.ready()
+    // Declared after the plugin: the failure's own response says what is left after it, with its pk.
+    const seen = await appOn(t, kind.make(t, clock.now), { rateLimit: false, headers: { partitionKey: 'a secret of sixteen or more' } }, (app) => { app.post('/login', { config: { admission: LOGIN } }, wrong) })
+    const [told] = parseList(String((await seen.inject({ method: 'POST', url: '/login' })).headers.ratelimit)) as Item[]
+    t.same([told![1].get('r'), told![1].get('pk') instanceof ArrayBuffer], [2, true], 'declared after the plugin: the r after the failure, with its pk')
+
+    // Such a route has no hooks of its own (no onSend): its failure is counted once its response
+    // is written, so that response says what was left before it, and the next one what is left after.
     const failed = await early.inject({ method: 'POST', url: '/login' })
     const [item] = parseList(String(failed.headers.ratelimit)) as Item[]
-    t.same([failed.statusCode, item![0], item![1].get('r'), item![1].get('t'), item![1].get('pk') instanceof ArrayBuffer], [401, 'default', 2, 60, true],
-      'declared before the plugin: the r after the failure, with its pk')
+    t.same([failed.statusCode, item![0], item![1].get('r'), item![1].get('t'), item![1].get('pk') instanceof ArrayBuffer], [401, 'default', 3, undefined, true],
+      'declared before the plugin: the r before the failure (the quota full: no t), with its pk')
+    await new Promise((resolve) => setImmediate(resolve))
+    const next = await early.inject({ method: 'POST', url: '/login' })
+    const [after] = parseList(String(next.headers.ratelimit)) as Item[]
+    t.same([next.statusCode, after![1].get('r')], [401, 2], 'the next response: the r after the first failure')
   })
 }

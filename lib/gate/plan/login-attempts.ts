@@ -104,8 +104,9 @@ export class FailureCount {
   /**
    * The route's response is being sent: a failure takes from the client's quota. A promise when the
    * response should wait for it (its `RateLimit` field follows the remote decision); it never rejects.
+   * `tell`: false once the response is written (its field can no longer follow).
    */
-  sending (permit: Permit): Promise<void> | undefined {
+  sending (permit: Permit, tell = true): Promise<void> | undefined {
     if (!this.ended(permit)) return
     const { request, reply } = permit
     // Another registration's refusal (a per-account quota inside a per-address one) is no failed login.
@@ -138,15 +139,16 @@ export class FailureCount {
       this.trouble(undefined, 'every tracked client has live state')
       return
     }
+    const headers = this.headers && tell
     if (typeof recorded === 'object') {
       const told = recorded.then((decision) => {
         this.failing = false
-        if (this.headers) this.tell(reply, key, decision.policies.map((p) => p.remaining), decision.policies.map(moreAtOf), Date.now())
+        if (headers) this.tell(reply, key, decision.policies.map((p) => p.remaining), decision.policies.map(moreAtOf), Date.now())
       }, (error: unknown) => { this.trouble(error, 'the backend could not record it') })
-      return this.headers ? told : undefined
+      return headers ? told : undefined
     }
     this.failing = false
-    if (this.headers) {
+    if (headers) {
       const sync = this.quota.sync!
       this.tell(reply, key, sync.remaining, sync.moreAt, sync.decidedAt)
     }

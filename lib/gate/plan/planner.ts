@@ -48,6 +48,11 @@ export interface RouteSpec {
   /** The rate check runs in `preHandler`. */
   readonly preHandler: boolean
   readonly failures: FailureCount | undefined
+  /**
+   * The route is reached by the registering context's hooks (no registration saw it declared: it
+   * has no hooks of its own). Login throttling then counts a failed response when its permit ends.
+   */
+  readonly byContext: boolean
   /** Charging after the response (`config.admission.charge`). */
   readonly charge: ChargeAfterWork | undefined
   readonly waitsForHandler: boolean
@@ -123,7 +128,7 @@ export class Planner {
     const key = (next: Step): Step => clientKeyStep(keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'), next)
     const pressured = (next: Step): Step => this.pressured(outcomes, route, next)
     const ended = this.ended(spec)
-    const base = { gate, ended, failures: spec.failures, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched, longLived: spec.neverLongLived ? undefined : parts.longLived }
+    const base = { gate, ended, failures: spec.failures, byContext: spec.byContext, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched, longLived: spec.neverLongLived ? undefined : parts.longLived }
     if (spec.notFound) {
       const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
       const limit = keyed ? key(screened) : screened
@@ -209,6 +214,14 @@ export class Planner {
     const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit) }
     const charged: EndListener = spec.charge === undefined ? sampled : chargedAfter(spec.charge.ended, sampled)
     if (failures === undefined) return charged
+    if (spec.byContext) {
+      return (permit, how) => {
+        // Its response written (the handler's, or the handler timeout's): it may be a failure.
+        if (how === 'responded' || how === 'timedOut') failures.sending(permit, false)
+        else failures.ended(permit)
+        charged(permit, how)
+      }
+    }
     return (permit, how) => {
       failures.ended(permit)
       charged(permit, how)

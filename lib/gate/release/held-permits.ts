@@ -13,7 +13,7 @@ export function oldestPermitMs (gate: RouteGate): number {
 /**
  * Permits held longer than `permitWarningMs` are logged once each, at `warn`, with their route:
  * a request that works that long, or a long-lived reply the gate does not recognise, holding an
- * in-flight slot. One timer per registration (unref'd, from `ready` to `close`) walks each route's
+ * in-flight slot. One timer per registration (unref'd, from the registration to `close`) walks each route's
  * permits from the oldest while they are over the threshold; nothing runs per request.
  */
 export class HeldPermits {

@@ -36,6 +36,8 @@ export interface PermitRoute {
   readonly handlerWatched: boolean
   /** The rate check, when it runs in `preHandler` (after authentication). */
   readonly preHandler: Step | undefined
+  /** Reached by the registering context's hooks, not hooks of the route's own (see `RouteWiring`). */
+  readonly byContext: boolean
   /** Login throttling: a failed response takes from the quota when it is sent. */
   readonly failures: { sending (permit: Permit): Promise<void> | undefined } | undefined
   /**
