@@ -130,8 +130,11 @@ local now
 if testNow then
   now = tonumber(testNow)
 else
+  -- Seconds and microseconds, as digit strings: arithmetic reads them as numbers without a call
+  -- (tonumber() and math.floor() are C calls, ~0.1 µs a decision); us % 1000 is exact below 10^6.
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local us = t[2] + 0
+  now = t[1] * 1000 + (us - us % 1000) / 1000
 end
 -- Too late: the caller has given up on this call (its timeout fired); consume nothing.
 if deadline and now >= deadline then
@@ -315,12 +318,10 @@ if algorithm == 'token-bucket' then
   -- above capacity is capped. steps * limit may leave the safe range: the cap keeps it exact.
   local tokens = math.min(capacity, n1)
   local last = n2
+  -- Ticks of 1 ms: the whole ticks since last are t - last (bucket.ts divides by its interval, 1).
   if t > last then
-    local steps = math.floor((t - last) / 1)
-    if steps > 0 then
-      tokens = math.min(capacity, tokens + steps * limit)
-      last = last + steps * 1
-    end
+    tokens = math.min(capacity, tokens + (t - last) * limit)
+    last = t
   end
   -- charge(): the level moves by units * windowMs, down to one capacity below empty, up to full.
   if units then

@@ -20,7 +20,7 @@ import { counting, deleteKeys, keysUnder, serverNow, sharedRedis, uniquePrefix }
  * when charges came into the script ("c<units>": a debt of up to one capacity that the windows
  * carry forward, a token bucket's level below empty, a penalty's block kept by a charge).
  */
-const PINNED_SHA = '4598beb02fc5ff7ab10344b6fb553d0cf84c3302'
+const PINNED_SHA = 'f7a69770109685e3d253ab82d6f8e2089845a8df'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 // Timeouts are tested with a private server (faults.test.ts); here a busy machine must not fail a test.
