@@ -70,8 +70,9 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- rejected one beyond now + R.
 --
 -- TTL: every path that reads the key leaves it with one. A write sets PX to full recovery; a
--- denial that changes nothing writes nothing, and only then the script asks PTTL and sets the
--- expiry if the key has none (a key another program wrote, or a PERSIST).
+-- denial on a trusted stored state writes nothing (the state is kept: below, before the write),
+-- and only then the script asks PTTL and sets the expiry if the key has none (a key another
+-- program wrote, or a PERSIST).
 --
 -- Reply, integers only (Redis truncates a Lua number to an integer reply; every value here is one):
 --   {0, 1, remaining, retryAfterMs, resetAt, now, moreAt}                allowed
@@ -529,13 +530,20 @@ if penaltyMode then
   recoversAt = math.max(recoversAt, pb)
 end
 
+-- A refusal takes nothing. From a trusted stored state it only brings the state's clock forward
+-- to now (a bucket refilled by whole ticks, a window rolled, gcra's tat lifted to now), which a
+-- later decision on the stored state does in the same way, to the same numbers and the same
+-- recovery: so the stored state is kept (no write, nothing to replicate) unless a penalty's block
+-- changed. The reply still carries the state after the decision. A charge is always written.
+local kept = not allowed and not units and not fresh and not worst and pb == sb and pk == sk
+
 -- Expires when fully recovered (the state then equals a fresh one); at least 1 ms.
--- A denial often leaves the state as it was: then there is nothing to write (nor to replicate),
--- and a TTL this script set already ends at the same recoversAt; only a key without one gets it.
+-- A state kept or left as it was has nothing to write (nor to replicate), and a TTL this script
+-- set already ends at its recovery; only a key without one gets it.
 -- A trusted stored value is exactly the text written below for its numbers (our fingerprint,
 -- single spaces, canonical digits of safe integers: all checked above), so the state is
 -- unchanged exactly when its numbers are, and an unchanged one is not even formatted.
-if fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 or pb ~= sb or pk ~= sk then
+if not kept and (fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 or pb ~= sb or pk ~= sk) then
   -- Integers as decimal digits: '%d' (Lua 5.1 casts the double to a C long, 64 bits wherever
   -- Redis runs) is exact for every safe integer, and costs a fraction of '%.0f' (a float
   -- conversion); tostring() keeps only 14 significant digits.
