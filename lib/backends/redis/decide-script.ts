@@ -70,8 +70,9 @@ export const DECIDE_LUA = `-- fastify-admission: one rate-limit decision on one 
 -- rejected one beyond now + R.
 --
 -- TTL: every path that reads the key leaves it with one. A write sets PX to full recovery; a
--- denial that changes nothing writes nothing, and only then the script asks PTTL and sets the
--- expiry if the key has none (a key another program wrote, or a PERSIST).
+-- denial on a trusted stored state writes nothing (the state is kept: below, before the write),
+-- and only then the script asks PTTL and sets the expiry if the key has none (a key another
+-- program wrote, or a PERSIST).
 --
 -- Reply, integers only (Redis truncates a Lua number to an integer reply; every value here is one):
 --   {0, 1, remaining, retryAfterMs, resetAt, now, moreAt}                allowed
@@ -130,8 +131,11 @@ local now
 if testNow then
   now = tonumber(testNow)
 else
+  -- Seconds and microseconds, as digit strings: arithmetic reads them as numbers without a call
+  -- (tonumber() and math.floor() are C calls, ~0.1 µs a decision); us % 1000 is exact below 10^6.
   local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local us = t[2] + 0
+  now = t[1] * 1000 + (us - us % 1000) / 1000
 end
 -- Too late: the caller has given up on this call (its timeout fired); consume nothing.
 if deadline and now >= deadline then
@@ -315,12 +319,10 @@ if algorithm == 'token-bucket' then
   -- above capacity is capped. steps * limit may leave the safe range: the cap keeps it exact.
   local tokens = math.min(capacity, n1)
   local last = n2
+  -- Ticks of 1 ms: the whole ticks since last are t - last (bucket.ts divides by its interval, 1).
   if t > last then
-    local steps = math.floor((t - last) / 1)
-    if steps > 0 then
-      tokens = math.min(capacity, tokens + steps * limit)
-      last = last + steps * 1
-    end
+    tokens = math.min(capacity, tokens + (t - last) * limit)
+    last = t
   end
   -- charge(): the level moves by units * windowMs, down to one capacity below empty, up to full.
   if units then
@@ -528,13 +530,20 @@ if penaltyMode then
   recoversAt = math.max(recoversAt, pb)
 end
 
+-- A refusal takes nothing. From a trusted stored state it only brings the state's clock forward
+-- to now (a bucket refilled by whole ticks, a window rolled, gcra's tat lifted to now), which a
+-- later decision on the stored state does in the same way, to the same numbers and the same
+-- recovery: so the stored state is kept (no write, nothing to replicate) unless a penalty's block
+-- changed. The reply still carries the state after the decision. A charge is always written.
+local kept = not allowed and not units and not fresh and not worst and pb == sb and pk == sk
+
 -- Expires when fully recovered (the state then equals a fresh one); at least 1 ms.
--- A denial often leaves the state as it was: then there is nothing to write (nor to replicate),
--- and a TTL this script set already ends at the same recoversAt; only a key without one gets it.
+-- A state kept or left as it was has nothing to write (nor to replicate), and a TTL this script
+-- set already ends at its recovery; only a key without one gets it.
 -- A trusted stored value is exactly the text written below for its numbers (our fingerprint,
 -- single spaces, canonical digits of safe integers: all checked above), so the state is
 -- unchanged exactly when its numbers are, and an unchanged one is not even formatted.
-if fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 or pb ~= sb or pk ~= sk then
+if not kept and (fresh or worst or n1 ~= s1 or n2 ~= s2 or n3 ~= s3 or pb ~= sb or pk ~= sk) then
   -- Integers as decimal digits: '%d' (Lua 5.1 casts the double to a C long, 64 bits wherever
   -- Redis runs) is exact for every safe integer, and costs a fraction of '%.0f' (a float
   -- conversion); tostring() keeps only 14 significant digits.

@@ -135,6 +135,9 @@ if d and (store or not d.fresh) then
 local key, fingerprint, fields, fresh, worst = d.key, d.fingerprint, d.fields, d.fresh, d.worst
 local s1, s2, s3 = d.s1, d.s2, d.s3
 local penaltyMode, pb, pk, sb, sk
+-- WRITE's \`kept\` (a refusal's state left as stored) is decided here instead: nil, and the
+-- state is the stored one whenever nothing is stored (below).
+local kept
 local n1, n2, n3, recoversAt = d.n1, d.n2, d.n3, d.recoversAt
 if not store and not worst then
   -- Nothing consumed: the stored state stays as it is; a missing TTL ends at its own recovery.

@@ -15,7 +15,7 @@ import { capacityOf, normalizePolicy, policyFingerprint } from '../../../lib/rat
 import { DECIDE_LUA, DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 import { redisBackend } from '../../../lib/backends/redis/redis-backend.js'
 import { readStored, recoveryMs, validFields, worstState } from '../../../lib/backends/redis/stored-state.js'
-import { deleteKeys, keysUnder, redisServerMissing, serverNow, sharedRedis, startPrivateServer, uniquePrefix } from './helpers.js'
+import { deleteKeys, keptByScript, keysUnder, redisServerMissing, serverNow, sharedRedis, startPrivateServer, uniquePrefix } from './helpers.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 const SLOW = 10_000
@@ -169,7 +169,9 @@ function model ({ policy, now, cost, units, stored }: Case): { reply: unknown[],
   const reply = out.allowed
     ? [0, 1, out.remaining, 0, out.resetAt, now, out.moreAt]
     : [0, 0, out.remaining, out.retryAfterMs, out.resetAt, now, out.moreAt, ...row]
-  return { reply: reply.map((n) => n + 0), after: [fingerprint, ...row].join(' '), valid: read.valid }
+  // A refusal keeps a trusted stored state as it is (unless a penalty's block changed).
+  const kept = stored !== null && read.valid && keptByScript(policy, kernel, read.state, out, units !== undefined)
+  return { reply: reply.map((n) => n + 0), after: kept ? stored : [fingerprint, ...row].join(' '), valid: read.valid }
 }
 
 for (const algorithm of ALGORITHMS) {

@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { Redis } from 'ioredis'
+import type { Kernel, Outcome, Policy } from '../../../lib/core/rates/index.js'
 import type { RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 
 /** The server REDIS_URL names, when set (the tests then write into it, under their own prefixes). */
@@ -293,4 +294,20 @@ export async function resume<T> (decide: () => Promise<T>): Promise<T> {
       await sleep(20)
     }
   }
+}
+
+/**
+ * Whether the decision script keeps a trusted stored state `stored` as it is after deciding `out`
+ * on it (decide-script.ts, `kept`): a refusal, not a charge, that leaves a penalty's block (the
+ * state's last two fields) as it was. A kept state is not written; a later decision on it brings
+ * it forward as the refusal did.
+ */
+export function keptByScript (policy: Policy, kernel: Kernel<unknown>, stored: unknown, out: Outcome<unknown>, charge: boolean): boolean {
+  if (charge || out.allowed) return false
+  if (policy.penalty === undefined) return true
+  const before = new Float64Array(kernel.fields)
+  const after = new Float64Array(kernel.fields)
+  kernel.write(stored, before, 0)
+  kernel.write(out.state, after, 0)
+  return before.slice(-2).every((n, i) => n === after[after.length - 2 + i])
 }
