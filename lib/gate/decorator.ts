@@ -7,6 +7,7 @@ import type { RouteGate } from './route-gate.js'
 export type { AdmissionRegistry } from './registry.js'
 import { copyCounters, type AdmissionStats, type GateCounters, type RouteStats } from './stats.js'
 import { oldestPermitMs } from './release/held-permits.js'
+import type { PlanListing } from './plan/plan.js'
 
 /** What each registration decorates: `fastify.admission` in the context it was registered in (and below). */
 export interface AdmissionDecorator {
@@ -23,6 +24,13 @@ export interface AdmissionDecorator {
   readonly registry: AdmissionRegistry
   /** The registry of a route's quota (its own, or the shared one), by `METHOD /url` as in `stats().routes`; undefined for a route without one. */
   registryOf (route: string): AdmissionRegistry | undefined
+  /**
+   * A route's plan, by `METHOD /url` as in `stats().routes` (`'404'` for `notFound`): the steps its
+   * requests run, by name and in order, in `onRequest` and in `preHandler` (a tier's under its
+   * name). Undefined for a route this registration does not gate (opted out, or not planned yet: a
+   * route declared before the plugin is planned at its first request).
+   */
+  plan (route: string): PlanListing | undefined
   /**
    * A `preHandler` for `setNotFoundHandler`: requests that match no route pass no hook of this
    * plugin unless the application wires this one. They take from the shared quota and are refused

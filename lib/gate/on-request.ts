@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { Plan } from './plan/planner.js'
-import { Permit, type Step } from './release/permit.js'
+import type { Plan } from './plan/plan.js'
+import { runSteps, type Step } from './plan/steps.js'
+import { Permit } from './release/permit.js'
 
 export type GateHook = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => void
 
@@ -11,11 +12,11 @@ export type GateHook = (this: FastifyInstance, request: FastifyRequest, reply: F
  * request or handing it on. `field` is the registration's request field for the permit.
  */
 export function onRequestHook (plan: Plan, field: symbol): GateHook {
-  const first = plan.onRequest
+  const steps = plan.onRequest
   return function admissionOnRequest (request, reply, done) {
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
-    run(first, permit)
+    runSteps(steps, permit, 0)
   }
 }
 
@@ -46,7 +47,7 @@ export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | nu
     }
     const permit = new Permit(request, reply, done, plan)
     ;(request as unknown as Record<symbol, Permit>)[field] = permit
-    run(plan.onRequest, permit)
+    runSteps(plan.onRequest, permit, 0)
   }
   return function admissionOnRequest (this: FastifyInstance, request, reply, done) {
     // A context made before the registration decorated the request has no field at all (Fastify
@@ -71,11 +72,11 @@ export function onRequestByRoute (planOf: (request: FastifyRequest) => Plan | nu
 }
 
 /** The rate check in `preHandler` (`hook: 'preHandler'`): after the route's own preHandlers, authentication among them. */
-export function preHandlerHook (check: Step, field: symbol): GateHook {
+export function preHandlerHook (check: readonly Step[], field: symbol): GateHook {
   return function admissionRateCheck (request, _reply, done) {
     const permit = (request as unknown as Record<symbol, Permit>)[field]!
     permit.done = done
-    run(check, permit)
+    runSteps(check, permit, 0)
   }
 }
 
@@ -83,25 +84,12 @@ export function preHandlerHook (check: Step, field: symbol): GateHook {
 export function preHandlerByRoute (field: symbol): GateHook {
   return function admissionRateCheck (request, _reply, done) {
     const permit = (request as unknown as Record<symbol, Permit | null | undefined>)[field]
-    const check = permit?.plan.byContext === true ? permit.plan.preHandler : undefined
+    const check = permit?.plan.byContext === true ? (permit.plan as Plan).preHandler : undefined
     if (check === undefined) {
       done()
       return
     }
     permit!.done = done
-    run(check, permit!)
-  }
-}
-
-/**
- * Runs the plan's steps for `permit`. Every callback of the application is contained where it is
- * called; what still throws (a logger that throws) is answered 500 unless the request was answered
- * already (`lost`) — not left to Fastify's hook runner, which takes a falsy throw for "go on".
- */
-function run (step: Step, permit: Permit): void {
-  try {
-    step(permit)
-  } catch (error) {
-    permit.lost(error)
+    runSteps(check, permit!, 0)
   }
 }

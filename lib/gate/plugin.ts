@@ -7,7 +7,7 @@ import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
-import { clientKey, gateKey } from './quotas/client-key.js'
+import { clientKey, gateKey, keyFunction } from './quotas/client-key.js'
 import { checkOnePerContext, decorateAdmission, statsOf, type AdmissionDecorator } from './decorator.js'
 import { foreignRateLimitWarner } from './options/foreign-config.js'
 import { onRequestByRoute, onRequestHook, preHandlerByRoute } from './on-request.js'
@@ -15,6 +15,7 @@ import { onResponseByRoute } from './on-response.js'
 import type { AdmissionOptions, AdmissionRouteOptions, Settings } from './options/options.js'
 import { validateOptions } from './options/options.js'
 import { Planner } from './plan/planner.js'
+import { listPlan } from './plan/plan.js'
 import { openLimits, Quotas } from './quotas/quotas.js'
 import { registrationAddress } from './quotas/registration-address.js'
 import { registryOver } from './registry.js'
@@ -94,9 +95,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   })
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
-  const keyOf = settings.key === undefined
-    ? (request: { ip: string }) => clientKey(request.ip, settings.ipv6Subnet)
-    : (request: Parameters<NonNullable<Settings['key']>>[0]) => gateKey(settings.key!(request))
+  const keyOf = keyFunction(settings.key, settings.ipv6Subnet)
   const planner = new Planner({
     outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
     slots,
@@ -162,6 +161,10 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     get limit () { return slots.limit === 0 ? false : slots.limit },
     pressure: () => pressure?.status(),
     registry: registryOver(shared.limiter, toKey),
+    plan: (route: string) => {
+      const plan = wiring.plans.get(route)
+      return plan === undefined ? undefined : listPlan(plan)
+    },
     registryOf: (route: string) => {
       const gate = wiring.gates.get(route)
       return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)

@@ -1,10 +1,7 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
+import type { FastifyInstance, RouteOptions } from 'fastify'
 import { AdmissionError } from './errors.js'
 import { brandError } from '../validation/brand.js'
 import type { ContextGate } from './on-request.js'
-import type { Permit } from './release/permit.js'
-
-type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown
 
 /**
  * What the application's registrations of this plugin know of its routes, kept on its root
@@ -78,36 +75,6 @@ function checkAtReady (record: RouteRecord): void {
   if (record.checking) return
   record.checking = true
   record.root.addHook('onReady', function admissionRouteCheck (ready) { ready(record.errors[0] ?? ungated(record)) })
-}
-
-/** The handler a route was declared with, for each gated route whose handler is followed. */
-const declared = new WeakMap<object, unknown>()
-
-/**
- * Follows a gated route's handler: when it returns, each registration's permit on the request
- * learns of the handler's work (its promise, or the answer it handed). The route's handler becomes
- * a proxy of the declared one, which Fastify and other plugins see as that function (its kind —
- * async or not —, name, length and properties), and which an opted-out route never gets.
- */
-export function watchHandler (record: RouteRecord, route: RouteOptions): void {
-  const handler = route.handler as Handler
-  if (declared.has(handler)) return
-  const fields = record.fields
-  const watched = new Proxy(handler, {
-    apply (target, self: FastifyInstance, args: [FastifyRequest, FastifyReply]) {
-      const result = Reflect.apply(target, self, args) as unknown
-      const request = args[0] as unknown as Record<symbol, Permit | null | undefined>
-      for (let i = 0; i < fields.length; i++) request[fields[i]!]?.watch(result)
-      return result
-    }
-  })
-  declared.set(watched, handler)
-  route.handler = watched as RouteOptions['handler']
-}
-
-/** The handler a route was declared with (GET's automatic HEAD twin is declared with it too). */
-export function declaredHandler (route: RouteOptions): unknown {
-  return declared.get(route.handler as object) ?? route.handler
 }
 
 /** Whether routes are in the router that no registration saw declared (before the first one). */

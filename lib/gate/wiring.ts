@@ -7,11 +7,12 @@ import { isTiers, type Limits, type StackLimits } from './options/limits.js'
 import { onRequestHook, preHandlerHook } from './on-request.js'
 import { onResponseHook } from './on-response.js'
 import { validateRouteOptions, type RouteSettings, type Settings } from './options/options.js'
-import type { Plan, Planner } from './plan/planner.js'
+import type { Plan, Planner, RouteSpec } from './plan/planner.js'
 import { PRIORITY_NAMES, type Priority } from './release/priority.js'
 import { leadPolicy, openLimits, type OpenedLimits, type Quotas } from './quotas/quotas.js'
 import type { Permit } from './release/permit.js'
-import { declaredHandler, reportAtReady, watchHandler, type RouteRecord } from './route-record.js'
+import { reportAtReady, type RouteRecord } from './route-record.js'
+import { declaredHandler, watchHandler } from './release/permit.js'
 import { UNGATED } from '../pressure/status-route.js'
 import { routeGate, type RouteGate } from './route-gate.js'
 import type { StackedQuota } from './quotas/stacked-quota.js'
@@ -50,6 +51,8 @@ interface Declared {
 export class RouteWiring {
   /** Gates by name, as `stats().routes` lists them. */
   readonly gates = new Map<string, RouteGate>()
+  /** Plans by their route's name (`app.admission.plan()`). */
+  readonly plans = new Map<string, Plan>()
   private readonly settings: Settings
   private readonly quotas: Quotas
   private readonly shared: OpenedLimits
@@ -96,7 +99,7 @@ export class RouteWiring {
     route.onRequest = first(onRequestHook(plan, field), route.onRequest, this.depth) as RouteOptions['onRequest']
     route.onResponse = first(this.onResponse, route.onResponse, this.depth) as RouteOptions['onResponse']
     this.wireExtras(route, plan)
-    if (declaredNow) watchHandler(this.record, route)
+    if (declaredNow) watchHandler(this.record.fields, route)
   }
 
   /** Context hooks of this registration or another pass the route by: it has hooks of its own (Fastify copies the route's `config` into its context). */
@@ -187,7 +190,7 @@ export class RouteWiring {
     }
     this.gates.set(name, gate)
     const tiers = this.tiersOf(name, route.url, opened, limits, parsed.cost)
-    return this.planner.plan({
+    return this.planned(name, {
       gate,
       tiers,
       charge: parsed.charge === undefined ? undefined : chargeAfterWork(name, parsed.charge, tiers === undefined ? [gate] : [...tiers.gates.values()], settings.backend?.kind ?? 'memory', this.log),
@@ -212,7 +215,7 @@ export class RouteWiring {
     const settings = this.settings
     const gate = routeGate('404', undefined, false, this.shared.limiter, leadPolicy(settings.rateLimit), settings.cost, settings.headers, undefined, tierNames(settings.rateLimit))
     this.gates.set(gate.name, gate)
-    return this.planner.plan({
+    return this.planned(gate.name, {
       gate,
       tiers: this.tiersOf('404', undefined, this.shared, settings.rateLimit, settings.cost),
       priority: 0,
@@ -230,6 +233,12 @@ export class RouteWiring {
       longLived: undefined,
       neverLongLived: true
     })
+  }
+
+  private planned (name: string, spec: RouteSpec): Plan {
+    const plan = this.planner.plan(spec)
+    this.plans.set(name, plan)
+    return plan
   }
 
   /**
@@ -264,7 +273,11 @@ function tierNames (limits: Limits | false): readonly string[] | undefined {
 /** The plan of a route whose options are not valid: every request is answered with the error (a 500). */
 function failingPlan (error: Error): Plan {
   const gate = routeGate('invalid', undefined, false, undefined, undefined, 1, false)
-  return { gate, onRequest: (permit) => { permit.fail(error) }, preHandler: undefined, ended: () => {}, failures: undefined, byContext: true, waitsForHandler: false, handlerWatched: false, longLived: undefined }
+  const invalidOptions = (permit: Permit): boolean => {
+    permit.fail(error)
+    return false
+  }
+  return { gate, onRequest: [invalidOptions], preHandler: undefined, ended: () => {}, failures: undefined, byContext: true, waitsForHandler: false, handlerWatched: false, longLived: undefined }
 }
 
 function declaredBy (route: RouteOptions): Declared {

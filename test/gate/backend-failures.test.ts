@@ -69,6 +69,15 @@ t.test("onBackendError 'allow' admits on any failure, counted as admitted and un
   t.match(app.admission.stats(), { admitted: 1, unavailable: 1, inFlight: 0 })
   const quiet = await appWith(t, { backend: backendAnswering(() => Promise.reject(new Error('bug'))), onBackendError: 'allow', headers: false })
   t.equal((await quiet.app.inject('/x')).headers['ratelimit-policy'], undefined, 'headers: false sends none')
+  // A stack's fields, and the pk on them: the policy alone too.
+  const failing = (): Promise<never> => Promise.reject(new Error('bug'))
+  const withStacks: RatesBackend = { ...backendAnswering(failing), stack: (_address, policies) => ({ policies, consume: failing, check: failing, state: async () => [], delete: async () => false }) }
+  const stacked = await appWith(t, { backend: withStacks, onBackendError: 'allow', rateLimit: [{ limit: 10, windowMs: 60_000, name: 'minute' }, { limit: 100, windowMs: 3_600_000, name: 'hour' }] })
+  const fromStack = await stacked.app.inject('/x')
+  t.same([fromStack.statusCode, typeof fromStack.headers['ratelimit-policy'], fromStack.headers.ratelimit], [200, 'string', undefined], 'a stack: the policies, no RateLimit')
+  const keyed = await appWith(t, { backend: backendAnswering(() => Promise.reject(new Error('bug'))), onBackendError: 'allow', headers: { partitionKey: 'a secret of sixteen or more' } })
+  const withPk = await keyed.app.inject('/x')
+  t.same([withPk.statusCode, withPk.headers['ratelimit-policy'], withPk.headers.ratelimit], [200, '"default";q=5;w=30', undefined], 'with a partitionKey: no RateLimit to put a pk on')
 })
 
 t.test('a route chooses its own onBackendError (as @fastify/rate-limit\'s skipOnError per route)', async (t) => {

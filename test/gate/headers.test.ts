@@ -33,6 +33,8 @@ t.test('RateLimit-Policy: q is the capacity, w the whole seconds it takes to com
 
 t.test('RateLimit: remaining (clamped to 0..q) and the seconds from now to moreAt, rounded up, never negative; no t at r = q', async (t) => {
   t.equal(rateLimitHeader(19, 20, 600, 0), '"default";r=19;t=1')
+  // Beyond a Structured Field Integer (a quota of more than 999,999,999,999,999): the serializer's error.
+  t.throws(() => rateLimitHeader(1e15, 1e15, 0, 0), { code: 'ADMISSION_SF_INVALID_INTEGER' })
   t.equal(rateLimitHeader(0, 20, 12_000, 0), '"default";r=0;t=12')
   t.equal(rateLimitHeader(0, 20, 12_000, 599), '"default";r=0;t=12', '11 401 ms')
   t.equal(rateLimitHeader(0, 20, 12_000, 1000), '"default";r=0;t=11', '11 000 ms exactly')

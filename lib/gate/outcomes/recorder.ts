@@ -5,14 +5,12 @@ import type { GateCounters } from '../../metrics/counters.js'
 import type { StackDecision } from '../../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
-import { inFlightFields, type InFlightPolicyName } from '../quotas/headers.js'
-import { exposeToBrowsers } from '../quotas/cors-exposure.js'
-import type { Permit, Step } from '../release/permit.js'
+import { exposeToBrowsers, inFlightFields, type InFlightPolicyName } from '../quotas/headers.js'
+import type { Permit } from '../release/permit.js'
 import type { Slots } from '../release/slots.js'
 import type { Refuse } from './refusal-styles.js'
 import { kGateRefusal, MESSAGES, retrySeconds, type RefusalReason } from './refusal-text.js'
 
-export type { Step }
 
 /** How a route sends each kind of refusal: through Fastify's reply, from precomputed bytes, or by the application's builder. */
 export type Refusals = Readonly<Record<RefusalReason, Refuse>>
@@ -90,15 +88,14 @@ export class Outcomes {
     this.admitted(permit)
   }
 
-  /** The client's quota is empty. */
-  limited (permit: Permit, next: Step): void {
+  /** The client's quota is empty: refused; or, not enforcing, a would-limit that goes on (true). */
+  limited (permit: Permit): boolean {
     const retryAfterMs = permit.retryAfterMs
     if (!this.enforce) {
       this.context.global.wouldLimit++
       permit.gate.counters.wouldLimit++
       this.wouldHave(permit, 'limited', retrySeconds(retryAfterMs))
-      next(permit)
-      return
+      return true
     }
     permit.refused()
     this.context.global.limited++
@@ -106,41 +103,42 @@ export class Outcomes {
     const onLimit = this.context.onLimit
     if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, retryAfterMs)
     this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false, MESSAGES.limited, violatedBy(permit))
+    return false
   }
 
-  /** An in-flight gate is full: the request is shed (or, not enforcing, goes on holding no slot). */
-  full (permit: Permit, next: Step): void {
+  /** An in-flight gate is full: the request is shed (or, not enforcing, goes on holding no slot: true). */
+  full (permit: Permit): boolean {
     const route = permit.route
     const slots = this.context.slots
     // The route's own limit when it is the one that is full; else the registration's.
     const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
-    this.atBound(permit, next, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, slots.retryAfter)
+    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, slots.retryAfter)
   }
 
   /**
    * The long-lived connections are full (the registration's `maxLongLived`, or the route's): the
-   * request is shed with its policy named (or, not enforcing, goes on holding no place among them).
+   * request is shed with its policy named (or, not enforcing, goes on holding no place among them: true).
    */
-  fullLongLived (permit: Permit, next: Step): void {
+  fullLongLived (permit: Permit): boolean {
     const route = permit.route
     const own = route.maxLongLived !== 0 && route.counters.longLived >= route.maxLongLived
-    this.atBound(permit, next, own ? 'route-long-lived' : 'long-lived', own ? route.maxLongLived : this.context.longLivedLimit, 1)
+    return this.atBound(permit, own ? 'route-long-lived' : 'long-lived', own ? route.maxLongLived : this.context.longLivedLimit, 1)
   }
 
-  /** A bound on concurrency (`name`, at `limit`) is reached: a 503 carrying its policy, or, not enforcing, a would-shed. */
-  private atBound (permit: Permit, next: Step, name: InFlightPolicyName, limit: number, seconds: number): void {
+  /** A bound on concurrency (`name`, at `limit`) is reached: a 503 carrying its policy, or, not enforcing, a would-shed that goes on (true). */
+  private atBound (permit: Permit, name: InFlightPolicyName, limit: number, seconds: number): boolean {
     if (this.enforce) {
       if (this.inFlightHeaders) {
         const fields = this.fieldsOf(name, limit)
         permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
       }
       this.shed(permit, seconds, MESSAGES.shed, name)
-      return
+      return false
     }
     this.context.global.wouldShed++
     permit.gate.counters.wouldShed++
     this.wouldHave(permit, 'shed', 1)
-    next(permit)
+    return true
   }
 
   /** A 503 for a full gate (named by its policy), or for pressure (its own `Retry-After` and message). */
@@ -155,10 +153,11 @@ export class Outcomes {
 
   /**
    * The backend could not decide. Fail closed with 503 unless the application asked by name to
-   * admit (then `admit` goes on); counted either way; logged once (the first failure after a
-   * success), at `error`, with the route and the policy in the application's terms — never in the response.
+   * admit (then the request goes on as admitted, with no decision: true); counted either way;
+   * logged once (the first failure after a success), at `error`, with the route and the policy in
+   * the application's terms — never in the response.
    */
-  unavailable (permit: Permit, error: unknown, retryAfterMs: number | undefined, admit: Step): void {
+  unavailable (permit: Permit, error: unknown, retryAfterMs: number | undefined): boolean {
     const gate = permit.gate
     this.context.global.unavailable++
     gate.counters.unavailable++
@@ -173,12 +172,13 @@ export class Outcomes {
     }
     if (this.failOpen) {
       permit.backendFailed = true
-      admit(permit)
-      return
+      permit.admitted = true
+      return true
     }
     permit.refused()
     const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
     this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true, MESSAGES.unavailable, NONE)
+    return false
   }
 
   private wouldHave (permit: Permit, reason: 'limited' | 'shed', seconds: number): void {

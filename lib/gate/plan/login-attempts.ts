@@ -5,7 +5,6 @@ import { moreAtOf, rateLimitList } from '../quotas/headers.js'
 import { withPartitionKey, type PartitionKey } from '../quotas/partition-key.js'
 import { AdmissionOptionError } from '../errors.js'
 import type { StackedQuota } from '../quotas/stacked-quota.js'
-import type { Step } from '../outcomes/recorder.js'
 import type { Permit } from '../release/permit.js'
 import { refusedByGate } from '../outcomes/refusal-text.js'
 
@@ -77,17 +76,14 @@ export class FailureCount {
   }
 
   /**
-   * The plan's step, just before the quota's check (`next`): the attempt is in flight from now,
-   * until its response says whether it failed, or its permit ends (a refusal among the ways).
+   * Just before the quota's check (the plan's `loginAttempt` step): the attempt is in flight from
+   * now, until its response says whether it failed, or its permit ends (a refusal among the ways).
    */
-  step (next: Step): Step {
-    return (permit) => {
-      this.attempts.add(permit)
-      const key = permit.key!
-      const pending = this.quota.pending
-      pending.set(key, (pending.get(key) ?? 0) + this.cost)
-      next(permit)
-    }
+  begin (permit: Permit): void {
+    this.attempts.add(permit)
+    const key = permit.key!
+    const pending = this.quota.pending
+    pending.set(key, (pending.get(key) ?? 0) + this.cost)
   }
 
   /** The attempt is over (its response is sent, or its permit ended): it no longer counts as in flight. Whether it was one. */

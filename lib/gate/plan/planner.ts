@@ -6,33 +6,23 @@ import type { ErrorResponseBuilder } from '../options/error-response.js'
 import type { FailureCount } from './login-attempts.js'
 import type { ChargeAfterWork } from './charge-after-work.js'
 import { rawRefusal } from '../outcomes/raw-refusal.js'
-import { Outcomes, type OutcomeContext, type Refusals, type Step } from '../outcomes/recorder.js'
+import { Outcomes, type OutcomeContext, type Refusals } from '../outcomes/recorder.js'
 import { builder, json, problem, text, throughErrors, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
 import { CRITICAL, SHEDDABLE, type Priority } from '../release/priority.js'
 import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
-import type { EndListener, Permit, PermitRoute } from '../release/permit.js'
+import type { EndListener } from '../release/permit.js'
 import type { Slots, Take } from '../release/slots.js'
-import { longLivedStep, type LongLivedConnections, type LongLivedKind } from '../release/long-lived.js'
+import type { LongLivedConnections, LongLivedKind } from '../release/long-lived.js'
 import type { RouteGate } from '../route-gate.js'
-import { allowFirstStep, allowListStep } from './steps/allow-list.js'
-import { clientKeyStep } from './steps/client-key.js'
-import { exposedStep, headersLaterStep, headersNowStep, partitionKeyStep, policyOnlyStep, stackHeadersLaterStep, stackHeadersNowStep } from './steps/headers.js'
 import type { PartitionKey } from '../quotas/partition-key.js'
-import { fullGateStep, inFlightStep } from './steps/in-flight.js'
-import { pressureStep } from './steps/pressure.js'
-import { decidedAtStep, decideLaterStep, decideNowStep, verdictStep } from './steps/quota.js'
-import { tierStep, type Tier } from './steps/tier.js'
+import { StepList, type Plan, type Step } from './plan.js'
+import {
+  admitStep, allowFirstStep, allowListStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
+  headersLaterStep, headersNowStep, inFlightStep, loginAttemptStep, longLivedStep, onToPreHandlerStep, partitionKeyStep,
+  pressureStep, stackHeadersLaterStep, stackHeadersNowStep, tierStep, verdictStep, whileFullStep
+} from './steps.js'
 
-/**
- * A route's plan: its steps, assembled once from the features the route uses (an off feature is
- * absent, not a branch taken per request), and what the route does when a permit ends.
- */
-export interface Plan extends PermitRoute {
-  /** What runs in `onRequest`: shed, then (unless it runs in `preHandler`) limit. */
-  readonly onRequest: Step
-  /** Login throttling: failed responses take from the quota (counted in `onSend`). */
-  readonly failures: FailureCount | undefined
-}
+export type { Plan }
 
 /** What one route asks for, once its options are read. */
 export interface RouteSpec {
@@ -108,70 +98,91 @@ export class Planner {
     const route = spec.gate.name
     const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, parts.headers)
     const gate = spec.gate
-    // An admission that carries the quota's fields exposes them to pages of other origins.
-    const admitted: Step = gate.limiter !== undefined && parts.headers ? exposedStep(outcomes.admitted) : outcomes.admitted
-    // A route that charges after the work notes when its quota decided (a window's units go back only in it).
-    const stamped = spec.charge !== undefined
-    const checked: Step = gate.limiter === undefined ? admitted : this.quota(gate, outcomes, admitted, stamped)
-    // Login throttling (never with tiers): the attempt counts from the moment its check is sent,
-    // not when the answer comes back, so that a burst of checks on their way sees one another.
-    let rate = spec.failures === undefined ? checked : spec.failures.step(checked)
-    if (gate.limiter !== undefined && spec.tiers !== undefined) {
-      const tiers = new Map<string, Tier>()
-      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, decide: this.quota(tierGate, outcomes, admitted, stamped) })
-      rate = tierStep(spec.tiers.tier, tiers, this.contained('tier', route, 'answering 500 with its error (without a tier there is no quota to decide on)'))
-    }
     const allows = spec.allowList
     const keyed = gate.limiter !== undefined || allows !== undefined
-    const listed = this.contained('allowList', route, 'answering 500 with its error')
-    const keyOf = parts.keyOf
-    const key = (next: Step): Step => clientKeyStep(keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'), next)
-    const pressured = (next: Step): Step => this.pressured(outcomes, route, next)
-    const ended = this.ended(spec)
-    const base = { gate, ended, failures: spec.failures, byContext: spec.byContext, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched, longLived: spec.neverLongLived ? undefined : parts.longLived }
-    if (spec.notFound) {
-      const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
-      const limit = keyed ? key(screened) : screened
-      return { ...base, onRequest: pressured(parts.globalGate ? fullGateStep(() => parts.slots.full, outcomes, limit) : limit), preHandler: undefined }
+    const listed = (): Contained => this.contained('allowList', route, 'answering 500 with its error')
+    const key = (): Step => clientKeyStep(parts.keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'))
+    const base = { gate, ended: this.ended(spec), failures: spec.failures, byContext: spec.byContext, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched, longLived: spec.neverLongLived ? undefined : parts.longLived }
+
+    // Shed: pressure, then the in-flight slots (a request that matched no route holds none, and
+    // is refused while the global gate is full), then a long-lived route's place.
+    const onRequest = new StepList()
+    const pressure = parts.pressure
+    if (pressure !== undefined) {
+      const handler = this.contained('pressureHandler', route, 'shedding with the pressure 503, as without it')
+      onRequest.addResuming((rest) => pressureStep(pressure, outcomes, handler, rest))
     }
     const take = this.take(spec.priority)
-    // After the in-flight permit, a long-lived route's place among the long-lived connections.
-    const kind = spec.longLived
-    const inFlight = (next: Step): Step => inFlightStep(take, outcomes, kind === undefined ? next : longLivedStep(kind, parts.longLived, outcomes, next))
-    if (allows !== undefined && parts.allowListSkipsShedding) {
-      return { ...base, onRequest: pressured(key(allowFirstStep(allows, listed, take, outcomes, inFlight(rate)))), preHandler: undefined }
+    const shed = (list: StepList): void => {
+      list.add(inFlightStep(take, outcomes))
+      if (spec.longLived !== undefined) list.add(longLivedStep(spec.longLived, parts.longLived, outcomes))
     }
-    const screened = allows === undefined ? rate : allowListStep(allows, listed, outcomes, rate)
-    const limit = keyed ? key(screened) : screened
-    if (spec.preHandler && gate.limiter !== undefined) {
-      return { ...base, onRequest: pressured(inFlight(goOn)), preHandler: limit }
+    if (spec.notFound) {
+      if (parts.globalGate) onRequest.add(whileFullStep(() => parts.slots.full, outcomes))
+    } else if (allows !== undefined && parts.allowListSkipsShedding) {
+      // The allow list before shedding: the key first, a listed client admitted whatever the gate.
+      onRequest.add(key()).add(allowFirstStep(allows, listed(), take, outcomes))
+      shed(onRequest)
+      this.rate(spec, outcomes, onRequest)
+      return { ...base, onRequest: onRequest.steps, preHandler: undefined }
+    } else {
+      shed(onRequest)
     }
-    return { ...base, onRequest: pressured(inFlight(limit)), preHandler: undefined }
+
+    // Limit: the key, the allow list, then the quota — in onRequest, or after the route's own
+    // preHandlers (`hook: 'preHandler'`), where authentication has run.
+    const inPreHandler = spec.preHandler && gate.limiter !== undefined && !spec.notFound
+    const limit = inPreHandler ? new StepList() : onRequest
+    if (inPreHandler) onRequest.add(onToPreHandlerStep())
+    if (keyed) limit.add(key())
+    if (allows !== undefined) limit.add(allowListStep(allows, listed(), outcomes))
+    this.rate(spec, outcomes, limit)
+    return { ...base, onRequest: onRequest.steps, preHandler: inPreHandler ? limit.steps : undefined }
+  }
+
+  /** The quota's steps (a tier's, chosen per request, with tiers), then the admission. */
+  private rate (spec: RouteSpec, outcomes: Outcomes, list: StepList): void {
+    const gate = spec.gate
+    // A route that charges after the work notes when its quota decided (a window's units go back only in it).
+    const stamped = spec.charge !== undefined
+    if (gate.limiter !== undefined && spec.tiers !== undefined) {
+      const tiers = new Map<string, { gate: RouteGate, steps: readonly Step[] }>()
+      for (const [name, tierGate] of spec.tiers.gates) tiers.set(name, { gate: tierGate, steps: this.quota(tierGate, outcomes, stamped, new StepList()).steps })
+      list.add(tierStep(spec.tiers.tier, tiers, this.contained('tier', spec.gate.name, 'answering 500 with its error (without a tier there is no quota to decide on)')))
+      return
+    }
+    // Login throttling (never with tiers): the attempt counts from the moment its check is sent,
+    // not when the answer comes back, so that a burst of checks on their way sees one another.
+    if (spec.failures !== undefined) list.add(loginAttemptStep(spec.failures))
+    if (gate.limiter === undefined) list.add(admitStep(outcomes))
+    else this.quota(gate, outcomes, stamped, list)
   }
 
   /**
-   * The quota's steps for a gate: decide (synchronously where the backend can), the headers, the
-   * verdict; an admission the backend could not decide (`onBackendError: 'allow'`) carries the
-   * policy, the one field known without a decision.
+   * A gate's quota: decide (synchronously where the backend can), its fields, the verdict, then
+   * the admission (its fields readable by pages of other origins).
    */
-  private quota (gate: RouteGate, outcomes: Outcomes, admitted: Step, stamped: boolean): Step {
-    const decide = this.decide(gate, outcomes, admitted)
-    return stamped ? decidedAtStep(gate.limiter!, decide) : decide
-  }
-
-  private decide (gate: RouteGate, outcomes: Outcomes, admitted: Step): Step {
-    const partitionKey = this.parts.partitionKey
-    const verdict = partitionKey === undefined ? verdictStep(outcomes, admitted) : partitionKeyStep(partitionKey, verdictStep(outcomes, admitted))
-    const next = this.parts.headers ? policyOnlyStep(gate, admitted) : admitted
+  private quota (gate: RouteGate, outcomes: Outcomes, stamped: boolean, list: StepList): StepList {
+    const headers = this.parts.headers
     const limiter = gate.limiter!
     const stack = gate.stacked
-    if (stack !== undefined && stack.verdicts !== undefined) {
-      return decideNowStep(gate, stack.verdicts, outcomes, this.parts.headers ? stackHeadersNowStep(gate, stack.sync!, verdict) : verdict, next)
-    }
+    if (stamped) list.add(decidedAtStep(limiter))
     const sync = limiter.synchronous
-    if (sync !== undefined) return decideNowStep(gate, sync, outcomes, this.parts.headers ? headersNowStep(gate, sync, verdict) : verdict, next)
-    const headed = !this.parts.headers ? verdict : stack === undefined ? headersLaterStep(gate, verdict) : stackHeadersLaterStep(gate, verdict)
-    return decideLaterStep(gate, limiter, outcomes, headed, next)
+    if (stack !== undefined && stack.verdicts !== undefined) {
+      list.add(decideNowStep(gate, stack.verdicts, outcomes))
+      if (headers) list.add(stackHeadersNowStep(gate, stack.sync!))
+    } else if (sync !== undefined) {
+      list.add(decideNowStep(gate, sync, outcomes))
+      if (headers) list.add(headersNowStep(gate, sync))
+    } else {
+      list.addResuming((rest) => decideLaterStep(gate, limiter, outcomes, rest))
+      if (headers) list.add(stack === undefined ? headersLaterStep(gate) : stackHeadersLaterStep(gate))
+    }
+    const partitionKey = this.parts.partitionKey
+    if (headers && partitionKey !== undefined) list.add(partitionKeyStep(partitionKey))
+    list.add(verdictStep(outcomes))
+    if (headers) list.add(exposedStep())
+    return list.add(admitStep(outcomes))
   }
 
   /** The slots a route takes, by its priority at the global gate (or only its own, without one). */
@@ -179,12 +190,6 @@ export class Planner {
     const slots = this.parts.slots
     if (!this.parts.globalGate) return slots.routeOnly
     return priority === CRITICAL ? slots.criticalTake : priority === SHEDDABLE ? slots.sheddable : slots.normal
-  }
-
-  /** Pressure first, when the registration has it. */
-  private pressured (outcomes: Outcomes, route: string, next: Step): Step {
-    const pressure = this.parts.pressure
-    return pressure === undefined ? next : pressureStep(pressure, outcomes, this.contained('pressureHandler', route, 'shedding with the pressure 503, as without it'), next)
   }
 
   /** The error boundary of one callback on one route. */
@@ -246,7 +251,3 @@ function chargedAfter (charge: EndListener, released: EndListener): EndListener 
   }
 }
 
-/** The end of the `onRequest` part when the rate check runs in `preHandler`: on to the route's next hook. */
-function goOn (permit: Permit): void {
-  permit.done()
-}

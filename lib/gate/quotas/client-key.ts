@@ -89,3 +89,12 @@ export function gateKey (key: unknown): string {
   }
   return encoded
 }
+
+/**
+ * How the gate finds a request's client key: the application's `key` (checked: `gateKey`), or the
+ * request's address grouped as `clientKey` does.
+ */
+export function keyFunction<R extends { ip: string }> (key: ((request: R) => unknown) | undefined, ipv6Subnet: number): (request: R) => string {
+  if (key === undefined) return (request) => clientKey(request.ip, ipv6Subnet)
+  return (request) => gateKey(key(request))
+}

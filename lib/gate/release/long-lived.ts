@@ -1,7 +1,6 @@
 import type { FastifyReply } from 'fastify'
 import type { GateCounters } from '../../metrics/counters.js'
 import { eventStreamSent } from './event-stream.js'
-import type { Outcomes, Step } from '../outcomes/recorder.js'
 import type { Permit } from './permit.js'
 
 /**
@@ -84,26 +83,10 @@ export class LongLivedConnections {
   }
 }
 
-/**
- * The plan's step on a route known to be long-lived: the request takes a place among the
- * long-lived connections (a full place is a 503, `long-lived` or `route-long-lived`) and its reply
- * is watched for the moment its long-lived phase begins. A plain request to a websocket route (no
- * `Upgrade`) is an ordinary one.
- */
-export function longLivedStep (kind: LongLivedKind, connections: LongLivedConnections, outcomes: Outcomes, next: Step): Step {
-  return function longLivedRequest (permit) {
-    if (kind === 'upgrade' && permit.request.raw.headers.upgrade === undefined) {
-      next(permit)
-      return
-    }
-    if (!connections.take(permit)) {
-      outcomes.fullLongLived(permit, next)
-      return
-    }
-    if (kind === 'upgrade') watchUpgrade(permit)
-    else watchHeaders(permit, kind)
-    next(permit)
-  }
+/** Watches the reply of a request to a long-lived route for the moment its long-lived phase begins. */
+export function watchLongLived (permit: Permit, kind: LongLivedKind): void {
+  if (kind === 'upgrade') watchUpgrade(permit)
+  else watchHeaders(permit, kind)
 }
 
 /** The upgrade begins when the handler takes the connection over. */

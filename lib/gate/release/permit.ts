@@ -1,4 +1,4 @@
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify'
 import { asError } from '../../callbacks/callback-error.js'
 import { isThenable } from '../../callbacks/contained.js'
 import type { RateDecision } from '../../rates/decision.js'
@@ -18,9 +18,6 @@ export type Done = (error?: Error) => void
 /** What a route does when one of its permits ends: give its slots back, then tell its listeners. */
 export type EndListener = (permit: Permit, how: PermitEnd) => void
 
-/** A step of a route's plan: it decides, then answers the request or hands the permit on. */
-export type Step = (permit: Permit) => void
-
 /** What a permit knows of its route's plan. */
 export interface PermitRoute {
   /** The route's gate: its counters and its in-flight slots. */
@@ -34,8 +31,6 @@ export interface PermitRoute {
    * with its connection.
    */
   readonly handlerWatched: boolean
-  /** The rate check, when it runs in `preHandler` (after authentication). */
-  readonly preHandler: Step | undefined
   /** Reached by the registering context's hooks, not hooks of the route's own (see `RouteWiring`). */
   readonly byContext: boolean
   /** Login throttling: a failed response takes from the quota when it is sent. */
@@ -311,4 +306,35 @@ function unpatchSend (reply: FastifyReply): void {
 function sending (reply: FastifyReply): boolean {
   const raw = reply.raw
   return reply.sent || raw.headersSent || raw.listenerCount('unpipe') !== 0
+}
+
+type Handler = (this: FastifyInstance, request: FastifyRequest, reply: FastifyReply) => unknown
+
+/** The handler a route was declared with, for each gated route whose handler is followed. */
+const declared = new WeakMap<object, unknown>()
+
+/**
+ * Follows a gated route's handler: when it returns, each registration's permit on the request
+ * (under its request field, `fields`) learns of the handler's work (its promise, or the answer it handed). The route's handler becomes
+ * a proxy of the declared one, which Fastify and other plugins see as that function (its kind —
+ * async or not —, name, length and properties), and which an opted-out route never gets.
+ */
+export function watchHandler (fields: readonly symbol[], route: RouteOptions): void {
+  const handler = route.handler as Handler
+  if (declared.has(handler)) return
+  const watched = new Proxy(handler, {
+    apply (target, self: FastifyInstance, args: [FastifyRequest, FastifyReply]) {
+      const result = Reflect.apply(target, self, args) as unknown
+      const request = args[0] as unknown as Record<symbol, Permit | null | undefined>
+      for (let i = 0; i < fields.length; i++) request[fields[i]!]?.watch(result)
+      return result
+    }
+  })
+  declared.set(watched, handler)
+  route.handler = watched as RouteOptions['handler']
+}
+
+/** The handler a route was declared with (GET's automatic HEAD twin is declared with it too). */
+export function declaredHandler (route: RouteOptions): unknown {
+  return declared.get(route.handler as object) ?? route.handler
 }
