@@ -1,8 +1,8 @@
-import type { FastifyInstance } from 'fastify'
+import type { FastifyInstance, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { memoryBackend } from '../backends/memory/memory-backend.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
-import { newCounters } from '../metrics/counters.js'
+import { newCounters, type GateCounters } from '../metrics/counters.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { decorateRates } from '../rates/decorate.js'
@@ -27,7 +27,8 @@ import type { FleetMember, RatesBackend } from '../rates/backend.js'
 import { permitField, Slots } from './release/slots.js'
 import { LongLivedConnections } from './release/long-lived.js'
 import { HeldPermits } from './release/held-permits.js'
-import { encloses, outerGates, routeRecord, see, unseenRoutes } from './route-record.js'
+import { encloses, outerGates, routeRecord, see, unseenRoutes, type RouteRecord } from './route-record.js'
+import type { AdmissionStats } from './stats.js'
 import { RouteWiring } from './wiring.js'
 
 declare module 'fastify' {
@@ -76,16 +77,71 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const quotas = new Quotas(metrics === undefined ? backend : metrics.timer.over(backend), address, settings.version)
   // A stopped backend, one whose quota here already has another policy, or a custom backend whose limiter is not one.
   const shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
-
-  // The in-flight slots: a fixed limit, or the adaptive limit's, moved by its sampler; a fleet's
-  // share caps either (the fleet's limit itself, without the adaptive one).
   const global = newCounters()
+  const { slots, sampler, longLived } = inFlightGate(fastify, settings, backend, address, global)
+  // Off unless asked for: no timer, no sampler, and no step in any plan.
+  const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
+  const planner = new Planner({
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
+    slots,
+    longLived,
+    globalGate: settings.maxInFlight !== false,
+    sampler,
+    pressure,
+    headers: settings.headers,
+    partitionKey: settings.partitionKey,
+    keyOf: keyFunction(settings.key, settings.ipv6Subnet),
+    allowListSkipsShedding: settings.allowListSkipsShedding,
+    responseBody: settings.responseBody,
+    fastRefusals: settings.fastRefusals,
+    log: fastify.log
+  })
+  const field = permitField(fastify)
+  const record = routeRecord(fastify)
+  record.fields.push(field)
+  // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
+  const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
+  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record })
+  const notFound = wiring.notFoundPlan()
+  putOnRoutes(fastify, record, wiring, field, foreignRateLimitWarner(fastify.log, settings.rateLimit !== false))
+  if (backend.reachable !== undefined && settings.rateLimit !== false) warnUnreachable(fastify, backend, settings.onBackendError)
+  if (settings.permitWarningMs !== false) watchHeldPermits(fastify, wiring, settings.permitWarningMs)
+  if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
+
+  const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
+  const stats = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit)
+  decorateAdmission(fastify, Object.freeze({
+    address,
+    stats: pressure === undefined ? stats : () => ({ ...stats(), pressure: pressure.counts() }),
+    get limit () { return slots.limit === 0 ? false : slots.limit },
+    pressure: () => pressure?.status(),
+    registry: registryOver(shared.limiter, toKey),
+    registryOf: (route: string) => {
+      const gate = wiring.gates.get(route)
+      return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)
+    },
+    plan: (route: string) => {
+      const plan = wiring.plans.get(route)
+      return plan === undefined ? undefined : listPlan(plan)
+    },
+    notFound: onRequestHook(notFound, field)
+  } satisfies AdmissionDecorator))
+  if (metrics === undefined) return undefined
+  const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow' }
+  return metrics.start(fastify, source, address)
+}
+
+/**
+ * The in-flight slots: a fixed limit, or the adaptive limit's, moved by its sampler; a fleet's
+ * share caps either (the fleet's limit itself, without the adaptive one). And the long-lived
+ * connections' count, beside them.
+ */
+function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: RatesBackend, address: string, global: GateCounters): { slots: Slots, sampler: AdaptiveSampler | undefined, longLived: LongLivedConnections } {
   const inFlight = settings.maxInFlight
   const fleet = isFleet(inFlight) ? inFlight : undefined
   const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
   const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
   const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
-  const longLived = new LongLivedConnections(global, settings.maxLongLived || 0)
   const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())
   fastify.addHook('onClose', (_instance, closed) => {
@@ -93,34 +149,16 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     if (share === undefined) closed()
     else share.stop().then(() => { closed() }, closed)
   })
-  // Off unless asked for: no timer, no sampler, and no step in any plan.
-  const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
-  const keyOf = keyFunction(settings.key, settings.ipv6Subnet)
-  const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
-    slots,
-    longLived,
-    globalGate: inFlight !== false,
-    sampler,
-    pressure,
-    headers: settings.headers,
-    partitionKey: settings.partitionKey,
-    keyOf,
-    allowListSkipsShedding: settings.allowListSkipsShedding,
-    responseBody: settings.responseBody,
-    fastRefusals: settings.fastRefusals,
-    log: fastify.log
-  })
+  return { slots, sampler, longLived: new LongLivedConnections(global, settings.maxLongLived || 0) }
+}
 
-  // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
-  const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
-  const field = permitField(fastify)
-  const record = routeRecord(fastify)
-  record.fields.push(field)
-  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record })
-  const notFound = wiring.notFoundPlan()
-  // Routes declared before any registration watched never pass an `onRoute` of this plugin: the
-  // context's hooks find them at their first request. Every other route gets hooks of its own.
+/**
+ * The gate on the routes: every route a registration saw declared gets hooks of its own (those of
+ * this context declared before it, now; the others at `onRoute`). Routes declared before any
+ * registration watched never pass an `onRoute` of this plugin: the context's hooks find them at
+ * their first request.
+ */
+function putOnRoutes (fastify: FastifyInstance, record: RouteRecord, wiring: RouteWiring, field: symbol, warnForeign: (route: RouteOptions) => void): void {
   if (unseenRoutes(fastify, record)) {
     const depth = depthOf(fastify)
     const hook = onRequestByRoute(wiring.planOf, field, outerGates(record, depth))
@@ -129,51 +167,27 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     fastify.addHook('preHandler', preHandlerByRoute(field))
     fastify.addHook('onResponse', onResponseByRoute(field))
   }
-  // Routes declared in this context before it that a registration saw: wired as if seen now.
   for (const [route, context] of record.seen) {
     if (!encloses(fastify, context)) continue
     record.gated.add(route)
     wiring.wire(route, false)
   }
-  const warnForeign = foreignRateLimitWarner(fastify.log, settings.rateLimit !== false)
   fastify.addHook('onRoute', function admissionOnRoute (this: FastifyInstance, route) {
     see(record, this, route)
     warnForeign(route)
     record.gated.add(route)
     wiring.wire(route, true)
   })
-  if (backend.reachable !== undefined && settings.rateLimit !== false) warnUnreachable(fastify, backend, settings.onBackendError)
-  if (settings.permitWarningMs !== false) {
-    // From now (an unref'd timer: it keeps no process alive), not from an `onReady` hook: the
-    // plugin adds no hook that nothing needs.
-    const held = new HeldPermits(() => wiring.gates.values(), settings.permitWarningMs)
-    held.start()
-    fastify.addHook('onClose', (_instance, closed) => { held.stop(); closed() })
-  }
-  if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
+}
 
-  const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
-  decorateAdmission(fastify, Object.freeze({
-    address,
-    stats: pressure === undefined
-      ? () => statsOf(global, wiring.gates.values(), backend, slots.limit)
-      : () => ({ ...statsOf(global, wiring.gates.values(), backend, slots.limit), pressure: pressure.counts() }),
-    get limit () { return slots.limit === 0 ? false : slots.limit },
-    pressure: () => pressure?.status(),
-    registry: registryOver(shared.limiter, toKey),
-    plan: (route: string) => {
-      const plan = wiring.plans.get(route)
-      return plan === undefined ? undefined : listPlan(plan)
-    },
-    registryOf: (route: string) => {
-      const gate = wiring.gates.get(route)
-      return gate?.limiter === undefined ? undefined : registryOver(gate.limiter, toKey)
-    },
-    notFound: onRequestHook(notFound, field)
-  } satisfies AdmissionDecorator))
-  if (metrics === undefined) return undefined
-  const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow' }
-  return metrics.start(fastify, source, address)
+/**
+ * Permits held past `permitWarningMs` are logged: the sweep's timer runs from now (unref'd: it keeps
+ * no process alive), not from an `onReady` hook — the plugin adds no hook that nothing needs.
+ */
+function watchHeldPermits (fastify: FastifyInstance, wiring: RouteWiring, thresholdMs: number): void {
+  const held = new HeldPermits(() => wiring.gates.values(), thresholdMs)
+  held.start()
+  fastify.addHook('onClose', (_instance, closed) => { held.stop(); closed() })
 }
 
 /** The backend's membership of the fleet at the registration's address (every process of the fleet registers there). */

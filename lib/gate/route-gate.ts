@@ -49,8 +49,19 @@ export interface HeldPermit {
  * `url`: the route's template (undefined for the requests that matched none); `tiers`: a tiered
  * route's tier names, which its own gate reports as its policies.
  */
-export function routeGate (name: string, url: string | undefined, maxInFlight: number | false, limiter: BackendLimiter | undefined, policy: Readonly<Policy> | false | undefined,
-  cost: number, headers: boolean, headerName = 'default', tiers?: readonly string[]): RouteGate {
+export function routeGate ({ name, url, maxInFlight = false, limiter, policy, cost = 1, headers = false, headerName = 'default', tiers }: {
+  readonly name: string
+  readonly url?: string | undefined
+  readonly maxInFlight?: number | false
+  readonly limiter?: BackendLimiter | undefined
+  readonly policy?: Readonly<Policy> | false | undefined
+  readonly cost?: number
+  readonly headers?: boolean
+  /** The name its `RateLimit` items carry (a tier's gate: the tier's). */
+  readonly headerName?: string
+  /** A tiered route's own gate: its policies are the tiers. */
+  readonly tiers?: readonly string[] | undefined
+}): RouteGate {
   const limited = limiter !== undefined && policy !== undefined && policy !== false
   const stacked = limiter instanceof StackedQuota ? limiter : undefined
   return {

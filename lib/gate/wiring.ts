@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify'
 import type { Policy } from '../core/rates/types.js'
-import { FailureCount } from './plan/login-attempts.js'
-import { chargeAfterWork } from './plan/charge-after-work.js'
+import { LoginAttempts } from './plan/login-attempts.js'
+import { chargeAfterResponse } from './plan/charge-after-response.js'
 import { Groups } from './quotas/groups.js'
 import { isTiers, type Limits, type StackLimits } from './options/limits.js'
 import { onRequestHook, preHandlerHook } from './on-request.js'
@@ -177,12 +177,12 @@ export class RouteWiring {
     const parsed = own === undefined ? pluginRoute(settings) : validateRouteOptions(own, name, settings)
     if (parsed === false) return false
     const limits = parsed.rateLimit ?? settings.rateLimit
-    const dry = parsed.count === 'failures'
+    const loginAttempts = parsed.count === 'failures'
     const path = `config.admission of ${name}.rateLimit`
     const opened: OpenedLimits = parsed.groupId !== undefined
       ? { limiter: this.groups.open(parsed.groupId, limits as Readonly<Policy> | StackLimits, name, `config.admission of ${name}.groupId`), tiers: undefined }
-      : parsed.rateLimit === undefined && !dry ? this.shared : openLimits(this.quotas, name, limits, dry, path)
-    const gate = routeGate(name, route.url, parsed.maxInFlight, opened.limiter, leadPolicy(limits), parsed.cost, settings.headers, undefined, tierNames(limits))
+      : parsed.rateLimit === undefined && !loginAttempts ? this.shared : openLimits(this.quotas, name, limits, loginAttempts, path)
+    const gate = routeGate({ name, url: route.url, maxInFlight: parsed.maxInFlight, limiter: opened.limiter, policy: leadPolicy(limits), cost: parsed.cost, headers: settings.headers, tiers: tierNames(limits) })
     const longLived = parsed.longLived === undefined ? route.longLived : parsed.longLived ? 'marked' : undefined
     if (parsed.maxLongLived !== false) {
       if (longLived === undefined) throw new AdmissionOptionError(`config.admission of ${name}.maxLongLived`, 'absent on a route whose requests are not long-lived (a websocket route, an @fastify/sse route, or one with longLived: true)', parsed.maxLongLived)
@@ -193,14 +193,14 @@ export class RouteWiring {
     return this.planned(name, {
       gate,
       tiers,
-      charge: parsed.charge === undefined ? undefined : chargeAfterWork(name, parsed.charge, tiers === undefined ? [gate] : [...tiers.gates.values()], settings.backend?.kind ?? 'memory', this.log),
+      charge: parsed.charge === undefined ? undefined : chargeAfterResponse(name, parsed.charge, tiers === undefined ? [gate] : [...tiers.gates.values()], settings.backend?.kind ?? 'memory', this.log),
       priority: PRIORITY_NAMES.indexOf(parsed.priority) as Priority,
       enforce: parsed.enforce,
       errorResponseBuilder: parsed.errorResponseBuilder,
       allowList: parsed.allowList,
       onBackendError: parsed.onBackendError,
       preHandler: parsed.hook === 'preHandler',
-      failures: dry ? new FailureCount(opened.limiter as StackedQuota, parsed.failed!, parsed.cost, this.log, name, settings.headers, settings.partitionKey) : undefined,
+      failures: loginAttempts ? new LoginAttempts({ quota: opened.limiter as StackedQuota, failed: parsed.failed!, cost: parsed.cost, log: this.log, route: name, headers: settings.headers, partitionKey: settings.partitionKey }) : undefined,
       byContext: late,
       waitsForHandler: waits,
       handlerWatched: watched,
@@ -213,7 +213,7 @@ export class RouteWiring {
   /** The plan of requests that matched no route (`app.admission.notFound`), on the plugin's shared quota. */
   notFoundPlan (): Plan {
     const settings = this.settings
-    const gate = routeGate('404', undefined, false, this.shared.limiter, leadPolicy(settings.rateLimit), settings.cost, settings.headers, undefined, tierNames(settings.rateLimit))
+    const gate = routeGate({ name: '404', limiter: this.shared.limiter, policy: leadPolicy(settings.rateLimit), cost: settings.cost, headers: settings.headers, tiers: tierNames(settings.rateLimit) })
     this.gates.set(gate.name, gate)
     return this.planned(gate.name, {
       gate,
@@ -249,7 +249,7 @@ export class RouteWiring {
     if (opened.tiers === undefined || limits === false || !isTiers(limits)) return undefined
     const gates = new Map<string, RouteGate>()
     for (const [tier, limiter] of opened.tiers) {
-      const tierGate = routeGate(`${name} (tier ${tier})`, url, false, limiter, leadPolicy(limits.tiers.get(tier)!), cost, this.settings.headers, tier)
+      const tierGate = routeGate({ name: `${name} (tier ${tier})`, url, limiter, policy: leadPolicy(limits.tiers.get(tier)!), cost, headers: this.settings.headers, headerName: tier })
       gates.set(tier, tierGate)
       this.gates.set(tierGate.name, tierGate)
     }
@@ -272,7 +272,7 @@ function tierNames (limits: Limits | false): readonly string[] | undefined {
 
 /** The plan of a route whose options are not valid: every request is answered with the error (a 500). */
 function failingPlan (error: Error): Plan {
-  const gate = routeGate('invalid', undefined, false, undefined, undefined, 1, false)
+  const gate = routeGate({ name: 'invalid' })
   const invalidOptions = (permit: Permit): boolean => {
     permit.fail(error)
     return false

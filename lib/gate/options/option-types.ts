@@ -10,7 +10,7 @@ import type { AllowListOption, AllowMatcher } from './allow-list.js'
 import type { ErrorResponseBuilder } from './error-response.js'
 import type { Limits } from './limits.js'
 import type { CountMode, FailedResponse } from '../plan/login-attempts.js'
-import type { ChargeAfterResponse } from '../plan/charge-after-work.js'
+import type { ChargeCallback } from '../plan/charge-after-response.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.
@@ -98,7 +98,7 @@ export interface AdmissionRouteOptions {
    * client into debt, refused with an honest `Retry-After` until repaid; less gives units back.
    * A safe integer from 0 to the quota's capacity, or a promise of one.
    */
-  charge?: ChargeAfterResponse
+  charge?: ChargeCallback
   /**
    * `true`: this route's replies are long-lived (streams, long downloads): a reply below 300 gives
    * its in-flight permit back once its headers are out, and its connection is counted as
@@ -218,7 +218,7 @@ export interface RouteSettings {
   readonly onBackendError: 'deny' | 'allow'
   readonly count: CountMode
   readonly failed: FailedResponse | undefined
-  readonly charge: ChargeAfterResponse | undefined
+  readonly charge: ChargeCallback | undefined
   /** undefined: as the route's declaration says (a websocket or @fastify/sse route). */
   readonly longLived: boolean | undefined
   readonly maxLongLived: number | false

@@ -53,7 +53,7 @@ export function failedOption (path: string, value: unknown, count: CountMode): F
  * (a failure is the slow path of a login anyway). A failure that could not be recorded leaves the
  * check's numbers.
  */
-export class FailureCount {
+export class LoginAttempts {
   /** Attempts admitted and not yet answered (each permit's key is the one its check used). */
   private readonly attempts = new WeakSet<Permit>()
   private readonly quota: StackedQuota
@@ -65,14 +65,14 @@ export class FailureCount {
   private readonly headers: boolean
   private readonly partitionKey: PartitionKey | undefined
 
-  constructor (quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string, headers: boolean, partitionKey?: PartitionKey) {
-    this.quota = quota
-    this.headers = headers
-    this.partitionKey = partitionKey
-    this.failed = failed
-    this.cost = cost
-    this.log = log
-    this.route = route
+  constructor (parts: { quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string, headers: boolean, partitionKey: PartitionKey | undefined }) {
+    this.quota = parts.quota
+    this.headers = parts.headers
+    this.partitionKey = parts.partitionKey
+    this.failed = parts.failed
+    this.cost = parts.cost
+    this.log = parts.log
+    this.route = parts.route
   }
 
   /**

@@ -1,4 +1,4 @@
-import type { FailureCount } from './login-attempts.js'
+import type { LoginAttempts } from './login-attempts.js'
 import type { PermitRoute } from '../release/permit.js'
 import { runSteps, type Resume, type Step, type TierSteps } from './steps.js'
 
@@ -15,7 +15,7 @@ export interface Plan extends PermitRoute {
   /** The rate check, when it runs in `preHandler` (after authentication). */
   readonly preHandler: readonly Step[] | undefined
   /** Login throttling: failed responses take from the quota (counted in `onSend`). */
-  readonly failures: FailureCount | undefined
+  readonly failures: LoginAttempts | undefined
 }
 
 /** A plan's list of steps as it is put together: a step that resumes the request later is given where the rest starts. */

@@ -3,8 +3,8 @@ import { Contained } from '../../callbacks/contained.js'
 import type { Pressure } from '../../pressure/pressure.js'
 import type { AllowMatcher } from '../options/allow-list.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
-import type { FailureCount } from './login-attempts.js'
-import type { ChargeAfterWork } from './charge-after-work.js'
+import type { LoginAttempts } from './login-attempts.js'
+import type { ChargeAfterResponse } from './charge-after-response.js'
 import { rawRefusal } from '../outcomes/raw-refusal.js'
 import { Outcomes, type OutcomeContext, type Refusals } from '../outcomes/recorder.js'
 import { builder, json, problem, text, throughErrors, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
@@ -37,14 +37,14 @@ export interface RouteSpec {
   readonly onBackendError: 'deny' | 'allow'
   /** The rate check runs in `preHandler`. */
   readonly preHandler: boolean
-  readonly failures: FailureCount | undefined
+  readonly failures: LoginAttempts | undefined
   /**
    * The route is reached by the registering context's hooks (no registration saw it declared: it
    * has no hooks of its own). Login throttling then counts a failed response when its permit ends.
    */
   readonly byContext: boolean
   /** Charging after the response (`config.admission.charge`). */
-  readonly charge: ChargeAfterWork | undefined
+  readonly charge: ChargeAfterResponse | undefined
   readonly waitsForHandler: boolean
   readonly handlerWatched: boolean
   /** Requests that matched no route: they hold no slot, and are refused while the global gate is full. */

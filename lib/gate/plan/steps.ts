@@ -14,7 +14,7 @@ import { watchLongLived, type LongLivedConnections, type LongLivedKind } from '.
 import type { Permit } from '../release/permit.js'
 import type { Take } from '../release/slots.js'
 import type { RouteGate } from '../route-gate.js'
-import type { FailureCount } from './login-attempts.js'
+import type { LoginAttempts } from './login-attempts.js'
 
 /**
  * A step of a route's plan: it decides on the permit, then says whether the request goes on to the
@@ -190,8 +190,8 @@ function ask<T> (contained: Contained, permit: Permit, callback: string, call: (
   }
 }
 
-/** Login throttling: the attempt counts as a failure to come from now, before its check is sent (see `FailureCount`). */
-export function loginAttemptStep (failures: FailureCount): Step {
+/** Login throttling: the attempt counts as a failure to come from now, before its check is sent (see `LoginAttempts`). */
+export function loginAttemptStep (failures: LoginAttempts): Step {
   return named('loginAttempt', function (permit) {
     failures.begin(permit)
     return true

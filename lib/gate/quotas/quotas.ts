@@ -22,20 +22,20 @@ export class Quotas {
   /**
    * The limiter of `route`'s quota (`*`: the shared one); undefined for no rate limit. A stack is
    * the backend's stack at the same address; so is a single policy whose requests only check
-   * (`dry`, login throttling: a stack of one has the check a limiter lacks).
+   * (`loginAttempts`, login throttling: a stack of one has the check a limiter lacks).
    */
-  open (route: string, limits: Readonly<Policy> | StackLimits | false, dry = false, path = 'rateLimit'): BackendLimiter | undefined {
+  open (route: string, limits: Readonly<Policy> | StackLimits | false, loginAttempts = false, path = 'rateLimit'): BackendLimiter | undefined {
     if (limits === false) return undefined
     const address = this.start + part(route)
-    if (!isStack(limits) && !dry) return checkedLimiter(this.backend.limiter(address, limits))
+    if (!isStack(limits) && !loginAttempts) return checkedLimiter(this.backend.limiter(address, limits))
     const named: readonly NamedPolicy[] = isStack(limits) ? limits.policies : [{ name: 'default', policy: limits }]
     const backend = this.backend
     if (typeof backend.stack !== 'function') {
       const why = `the backend (kind ${JSON.stringify(backend.kind)}) has no stack(), which`
-      if (dry) throw new AdmissionOptionError(path.replace(/rateLimit$/, 'count'), `'requests': ${why} count: 'failures' needs`, 'failures')
+      if (loginAttempts) throw new AdmissionOptionError(path.replace(/rateLimit$/, 'count'), `'requests': ${why} count: 'failures' needs`, 'failures')
       throw new AdmissionOptionError(path, `a single policy: ${why} a list of policies needs`, named.map((p) => p.policy))
     }
-    return new StackedQuota(backend.stack(address, named.map((p) => p.policy)), named, dry)
+    return new StackedQuota(backend.stack(address, named.map((p) => p.policy)), named, loginAttempts)
   }
 }
 
@@ -47,10 +47,10 @@ export interface OpenedLimits {
 }
 
 /** Opens `limits` at `route` (`route~<tier>` for each tier). */
-export function openLimits (quotas: Quotas, route: string, limits: Limits | false, dry: boolean, path: string): OpenedLimits {
-  if (limits === false || !isTiers(limits)) return { limiter: quotas.open(route, limits, dry, path), tiers: undefined }
+export function openLimits (quotas: Quotas, route: string, limits: Limits | false, loginAttempts: boolean, path: string): OpenedLimits {
+  if (limits === false || !isTiers(limits)) return { limiter: quotas.open(route, limits, loginAttempts, path), tiers: undefined }
   const tiers = new Map<string, BackendLimiter>()
-  for (const [name, one] of limits.tiers) tiers.set(name, quotas.open(`${route}~${name}`, one, dry, `${path}.tiers.${name}`)!)
+  for (const [name, one] of limits.tiers) tiers.set(name, quotas.open(`${route}~${name}`, one, loginAttempts, `${path}.tiers.${name}`)!)
   return { limiter: tiers.values().next().value, tiers }
 }
 

@@ -9,10 +9,10 @@ import type { NamedPolicy } from '../options/limits.js'
  * A backend's stack as the gate's quota: the gate decides on it as on one limiter (one verdict,
  * the largest wait), and the `RateLimit` headers list every policy from the stack's own numbers.
  *
- * `dry` (login throttling, `count: 'failures'`): the request's decision only checks for room and
+ * `loginAttempts` (login throttling, `count: 'failures'`): the request's decision only checks for room and
  * stores nothing; `record()` consumes, once the response shows a failure. The client's attempts
  * in flight count as failures to come (`pending`), the one being checked among them (it is
- * counted before its check is sent, `FailureCount.step`): a check asks room for all of them, so
+ * counted before its check is sent, `LoginAttempts.step`): a check asks room for all of them, so
  * that parallel attempts cannot outnumber the quota; more in flight than the quota holds is
  * refused whatever the quota has (`Retry-After` at least 1 s: until an attempt ends).
  */
@@ -28,21 +28,21 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   readonly quotas: readonly number[]
   /** Each policy's start of its `RateLimit` item (`"<name>";r=`), made once. */
   readonly starts: readonly string[]
-  private readonly dry: boolean
-  /** Login throttling: units of each client's attempts in flight, checks on their way included (kept by `FailureCount`). */
+  private readonly loginAttempts: boolean
+  /** Login throttling: units of each client's attempts in flight, checks on their way included (kept by `LoginAttempts`). */
   readonly pending = new Map<string, number>()
   /** The least capacity of the policies: more pending than this is refused here. */
   private readonly capacity: number
   /** The last synchronous check was refused here (too many attempts in flight), not by the quota. */
   private crowded = false
 
-  constructor (stack: StackLimiter, policies: readonly NamedPolicy[], dry: boolean) {
+  constructor (stack: StackLimiter, policies: readonly NamedPolicy[], loginAttempts: boolean) {
     this.stack = stack
     this.policy = policies[0]!.policy
     this.names = policies.map((p) => p.name)
     this.quotas = policies.map((p) => quotaOf(p.policy).quota)
     this.starts = this.names.map(rateLimitStart)
-    this.dry = dry
+    this.loginAttempts = loginAttempts
     this.capacity = stackCapacity(stack.policies)
     this.sync = stack.synchronous
     this.verdicts = this.sync === undefined ? undefined : this
@@ -62,7 +62,7 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   // Verdicts, over the stack's.
   decide (identity: string, cost: number): Verdict {
     const sync = this.sync!
-    if (!this.dry) return sync.decide(identity, cost)
+    if (!this.loginAttempts) return sync.decide(identity, cost)
     const need = this.pending.get(identity)!
     this.crowded = need > this.capacity
     if (!this.crowded) return sync.checkNow(identity, need)
@@ -76,7 +76,7 @@ export class StackedQuota implements BackendLimiter, Verdicts {
   }
   // BackendLimiter, over the stack's.
   consume (identity: string, cost: number): Promise<RateDecision> {
-    if (!this.dry) return this.stack.consume(identity, cost)
+    if (!this.loginAttempts) return this.stack.consume(identity, cost)
     const need = this.pending.get(identity)!
     if (need <= this.capacity) return this.stack.check(identity, need)
     return this.stack.check(identity, cost).then((d) => ({ ...d, allowed: false, denied: true, retryAfterMs: Math.max(1000, (d as { retryAfterMs?: number }).retryAfterMs ?? 0) }))

@@ -9,14 +9,14 @@ import type { CountMode } from './login-attempts.js'
 import { chargeProblem } from '../../rates/policy.js'
 
 /** A route's `charge`: the units the request really took, known once its work is done. */
-export type ChargeAfterResponse = (request: FastifyRequest, reply: FastifyReply) => number | PromiseLike<number>
+export type ChargeCallback = (request: FastifyRequest, reply: FastifyReply) => number | PromiseLike<number>
 
 /**
  * `config.admission.charge`: absent, or a function (synchronous or async) on a route with a quota
  * to charge (not login throttling's, which takes only failures) whose every policy has room for a
  * debt of one capacity.
  */
-export function chargeOption (path: string, value: unknown, limits: Limits | false, count: CountMode): ChargeAfterResponse | undefined {
+export function chargeOption (path: string, value: unknown, limits: Limits | false, count: CountMode): ChargeCallback | undefined {
   if (value === undefined) return undefined
   if (typeof value !== 'function') {
     throw new AdmissionOptionError(path, 'a function (request, reply) => units (a number, or a promise of one): what the request really took, charged when its response ends', value)
@@ -29,20 +29,20 @@ export function chargeOption (path: string, value: unknown, limits: Limits | fal
       if (problem !== undefined) throw new AdmissionOptionError(path, `absent with a policy that cannot hold a debt of one capacity (${problem}): a smaller burst or windowMs`, value)
     }
   }
-  return value as ChargeAfterResponse
+  return value as ChargeCallback
 }
 
 /**
  * A route's charge after the response, once every quota it may charge (the route's, or each of
  * its tiers') can take one: the backend's limiters and stacks charge.
  */
-export function chargeAfterWork (route: string, charge: ChargeAfterResponse, gates: readonly RouteGate[], backendKind: string, log: FastifyBaseLogger): ChargeAfterWork {
+export function chargeAfterResponse (route: string, charge: ChargeCallback, gates: readonly RouteGate[], backendKind: string, log: FastifyBaseLogger): ChargeAfterResponse {
   for (const gate of gates) {
     if (gate.limiter?.charge === undefined) {
       throw new AdmissionOptionError(`config.admission of ${route}.charge`, `absent on a backend that cannot charge after the work (the ${JSON.stringify(backendKind)} backend's limiters have no charge)`, charge)
     }
   }
-  return new ChargeAfterWork(charge, route, log)
+  return new ChargeAfterResponse(charge, route, log)
 }
 
 /**
@@ -60,14 +60,14 @@ export function chargeAfterWork (route: string, charge: ChargeAfterResponse, gat
  * below 0: `AdmissionChargeError`); the backend cannot take the charge. An amount above the quota's
  * capacity is logged the same way and charged as the capacity, the most a quota can owe.
  */
-export class ChargeAfterWork {
-  private readonly charge: ChargeAfterResponse
+export class ChargeAfterResponse {
+  private readonly charge: ChargeCallback
   private readonly route: string
   private readonly callback: Contained
   private readonly amount: Contained
   private readonly backend: Contained
 
-  constructor (charge: ChargeAfterResponse, route: string, log: FastifyBaseLogger) {
+  constructor (charge: ChargeCallback, route: string, log: FastifyBaseLogger) {
     this.charge = charge
     this.route = route
     this.callback = new Contained(log, 'charge', route, 'charging nothing beyond the request\'s cost')
