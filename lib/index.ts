@@ -2,7 +2,7 @@ import { admissionPlugin } from './gate/plugin.js'
 
 export { admissionPlugin as admission }
 export { AdmissionError, AdmissionOptionError, AdmissionKeyError, AdmissionAllowListError, AdmissionTierError, AdmissionChargeError, AdmissionCallbackError, AdmissionRefusalError } from './gate/errors.js'
-export { AdmissionScopeError } from './gate/route-record.js'
+export { AdmissionScopeError } from './gate/errors.js'
 export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, NamedRateLimitOptions, RateLimitOption, RateLimitOptions, TieredRateLimitOptions } from './gate/options/options.js'
 export type { CountMode, FailedResponse } from './gate/plan/login-attempts.js'
 export type { AdaptiveInFlightOptions } from './gate/options/in-flight-options.js'
