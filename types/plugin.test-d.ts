@@ -9,8 +9,6 @@ import admission, {
   type AdmissionOptions,
   type AdmissionStats,
   type AdmissionRouteOptions,
-  type AdaptiveInFlightOptions,
-  type AdmissionPriority,
   normalizeIP,
   TYPE_EVENT_LOOP_DELAY
 } from 'fastify-admission'
@@ -76,14 +74,14 @@ const code: string = error.code
 void code
 
 // The adaptive limit and priorities.
-const adaptive: AdaptiveInFlightOptions = { adaptive: true, min: 2, max: 200, initial: 20, tolerance: 1.5, probeIntervalMs: 5000 }
+const adaptive: Extract<AdmissionOptions['maxInFlight'], { adaptive: true }> = { adaptive: true, min: 2, max: 200, initial: 20, tolerance: 1.5, probeIntervalMs: 5000 }
 await app.register(admission, { maxInFlight: adaptive, criticalReserve: 0.25 })
 await app.register(admission, { maxInFlight: { adaptive: true } })
 // @ts-expect-error adaptive is true (a fixed limit is a number)
 await app.register(admission, { maxInFlight: { adaptive: false } })
 // @ts-expect-error no such adaptive option
 await app.register(admission, { maxInFlight: { adaptive: true, smoothing: 0.5 } })
-const priority: AdmissionPriority = 'critical'
+const priority: AdmissionRouteOptions['priority'] = 'critical'
 app.get('/checkout', { config: { admission: { priority } } }, async () => 'ok')
 // @ts-expect-error critical, normal or sheddable
 const badPriority: FastifyContextConfig = { admission: { priority: 'high' } }

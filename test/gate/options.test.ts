@@ -14,7 +14,8 @@ import admission, {
   memoryBackend,
   RatesInvalidArgumentError
 } from '../../lib/index.js'
-import type { AdmissionOptions, Algorithm, RatesBackend } from '../../lib/index.js'
+import type { AdmissionOptions, RatesBackend } from '../../lib/index.js'
+import type { Algorithm } from '../../lib/core/rates/types.js'
 import type { Policy } from '../../lib/core/rates/types.js'
 import { capacityOf, normalizePolicy } from '../../lib/rates/policy.js'
 

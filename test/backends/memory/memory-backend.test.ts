@@ -6,8 +6,9 @@ import { spawnSync } from 'node:child_process'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission, {
   memoryBackend, MemoryBackend, RatesInvalidArgumentError, RatesUnavailableError,
-  type Algorithm, type RateDecision, type RateLimiter, type RatePolicy
+  type RateDecision, type RateLimiter, type RatePolicy
 } from '../../../lib/index.js'
+import type { Algorithm } from '../../../lib/core/rates/types.js'
 import { DEFAULT_MAX_IDENTITIES, MAX_IDENTITIES_VARIABLE } from '../../../lib/backends/memory/memory-backend.js'
 import { thrown } from '../../helpers/errors.js'
 
