@@ -100,6 +100,8 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
   const settings = optionSettings()
   console.log(`main entry (lib/index.ts): ${main.length} names\n  ${main.join(' ')}`)
   console.log(`./core (lib/core/index.ts): ${core.length} names`)
-  console.log(`option settings: ${settings.length} (${settings.filter((s) => s.startsWith('options.')).length} of the plugin, ${settings.filter((s) => s.startsWith('route.')).length} of a route)`)
+  const top = (prefix: string): number => settings.filter((s) => s.startsWith(prefix) && s.split('.').length === 2).length
+  console.log(`options: ${top('options.')} of the plugin, ${top('route.')} of a route (the keys an options table lists)`)
+  console.log(`option settings: ${settings.length}, nested keys included (${settings.filter((s) => s.startsWith('options.')).length} of the plugin, ${settings.filter((s) => s.startsWith('route.')).length} of a route)`)
   if (process.argv.includes('--list')) console.log(`  ${settings.join('\n  ')}`)
 }

@@ -24,7 +24,7 @@ async function main (): Promise<void> {
   // @ts-expect-error rateLimit needs windowMs
   await app.register(admission, { rateLimit: { limit: 3 } })
 
-  const options: admission.AdmissionOptions = { maxInFlight: 4, limitStatusCode: 503 }
+  const options: admission.AdmissionOptions = { maxInFlight: 4, refusal: { limitStatusCode: 503 } }
   const backend: admission.RatesBackend = memoryBackend()
   const memory: admission.MemoryBackend = new admission.MemoryBackend({ maxIdentities: 1 })
   const redis: admission.RedisBackend = redisBackend({ client: {} as admission.RedisBackendOptions['client'] })

@@ -84,7 +84,7 @@ export class AdmissionScopeError extends AdmissionError {
 const REFUSAL_CODES = { limited: 'ADMISSION_LIMITED', shed: 'ADMISSION_SHED', unavailable: 'ADMISSION_UNAVAILABLE' } as const
 
 /**
- * A refusal of the gate, handed to Fastify's error handling (`responseBody: 'error'`): the
+ * A refusal of the gate, handed to Fastify's error handling (`refusal: 'error'`): the
  * application's `setErrorHandler` and `onError` hooks see it, and Fastify's default handler
  * answers it as any error with a `statusCode`. `Retry-After` (and the `RateLimit` fields) stay
  * the gate's whatever the handler sends. Built from integers and constants only: nothing from
@@ -93,7 +93,7 @@ const REFUSAL_CODES = { limited: 'ADMISSION_LIMITED', shed: 'ADMISSION_SHED', un
 export class AdmissionRefusalError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionRefusalError' }) }
   declare readonly code: typeof REFUSAL_CODES[RefusalReason]
-  /** 429 for a quota (or `limitStatusCode`), 503 for a full gate, pressure or a backend that cannot decide. */
+  /** 429 for a quota (or `refusal.limitStatusCode`), 503 for a full gate, pressure or a backend that cannot decide. */
   readonly statusCode: 429 | 503
   readonly reason: RefusalReason
   /** The `Retry-After` sent with it, in seconds. */

@@ -237,7 +237,7 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same(ourHandled, peerHandled, 'setErrorHandler sees FST_UNDER_PRESSURE on both')
     t.same(peerHandled, ['FST_UNDER_PRESSURE'])
     // The built-in bodies instead.
-    const text = await appWith({ maxRssBytes: 1 }, { responseBody: 'text' })
+    const text = await appWith({ maxRssBytes: 1 }, { refusal: 'text' })
     t.teardown(() => text.close())
     t.equal((await text.inject('/')).body, 'lim rejected')
     const json = await appWith({ maxRssBytes: 1 })

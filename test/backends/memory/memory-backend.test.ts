@@ -139,10 +139,10 @@ t.test('RATES_MAX_IDENTITIES: an invalid value fails, naming the variable', asyn
       t.match(failure, { path: VARIABLE })
       t.match((failure as Error).message, VARIABLE)
 
-      // With the plugin's own maxIdentities, the variable is not read.
+      // With a bound given to the backend, the variable is not read.
       const fine = Fastify()
       t.teardown(() => fine.close())
-      await fine.register(admission, { maxIdentities: 3 })
+      await fine.register(admission, { backend: memoryBackend({ maxIdentities: 3 }) })
       await fine.ready()
       t.pass('maxIdentities given: the variable is not read')
     })
