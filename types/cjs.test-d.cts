@@ -24,10 +24,10 @@ async function main (): Promise<void> {
   // @ts-expect-error rateLimit needs windowMs
   await app.register(admission, { rateLimit: { limit: 3 } })
 
-  const options: admission.AdmissionOptions = { maxInFlight: 4, limitStatusCode: 503 }
+  const options: admission.AdmissionOptions = { maxInFlight: 4, refusal: { limitStatusCode: 503 } }
   const backend: admission.RatesBackend = memoryBackend()
   const memory: admission.MemoryBackend = new admission.MemoryBackend({ maxIdentities: 1 })
-  const redis: admission.RedisBackend = redisBackend({ client: {} as admission.RedisScriptClient })
+  const redis: admission.RedisBackend = redisBackend({ client: {} as admission.RedisBackendOptions['client'] })
   void options; void backend; void memory; void redis
 
   const send: admission.RateLimiter = app.rates.use('send', { algorithm: 'fixed-window', limit: 1, windowMs: 1_000 })
@@ -35,7 +35,7 @@ async function main (): Promise<void> {
   void decision.remaining
   const limits: admission.StackedRateLimiter = app.rates.use('limits', [{ algorithm: 'gcra', limit: 10, windowMs: 1_000 }, { algorithm: 'fixed-window', limit: 100, windowMs: 60_000 }])
   const stacked: admission.StackDecision = await limits.check('user-1')
-  const outcome: admission.PolicyOutcome | undefined = stacked.policies[0]
+  const outcome: admission.StackDecision['policies'][number] | undefined = stacked.policies[0]
   void outcome
   const stats: admission.AdmissionStats = app.admission.stats()
   void stats.inFlight
@@ -44,7 +44,7 @@ async function main (): Promise<void> {
     app.rates.use('send', { algorithm: 'gcra', limit: 2, windowMs: 1_000 })
   } catch (error) {
     if (error instanceof RatesError) {
-      const code: admission.RatesErrorCode = error.code
+      const code: admission.RatesError['code'] = error.code
       void code
     }
     if (error instanceof RatesPolicyConflictError && 'algorithm' in error.existing) void error.existing.algorithm

@@ -5,9 +5,15 @@ import { Registry, register } from 'prom-client'
 import { metrics } from '@opentelemetry/api'
 import { MeterProvider } from '@opentelemetry/sdk-metrics'
 import admission, {
-  DECISION_CHANNEL, type AdmissionDecisionEvent, type AdmissionMetricsOptions, type AdmissionOutcome, type MetricsMeter,
-  type OpenTelemetryMetricsOptions, type PrometheusMetricsOptions
+  DECISION_CHANNEL, type AdmissionDecisionEvent, type AdmissionOptions
 } from 'fastify-admission'
+
+// The option's types are members of the options' type, not names of their own.
+type AdmissionMetricsOptions = NonNullable<AdmissionOptions['metrics']>
+type PrometheusMetricsOptions = Extract<AdmissionMetricsOptions, { registry: unknown }>
+type OpenTelemetryMetricsOptions = Extract<AdmissionMetricsOptions, { meter: unknown }>
+type MetricsMeter = OpenTelemetryMetricsOptions['meter']
+type AdmissionOutcome = AdmissionDecisionEvent['outcome']
 
 const app = Fastify()
 await app.register(admission, { metrics: { registry: new Registry() } })

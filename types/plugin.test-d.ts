@@ -9,8 +9,6 @@ import admission, {
   type AdmissionOptions,
   type AdmissionStats,
   type AdmissionRouteOptions,
-  type AdaptiveInFlightOptions,
-  type AdmissionPriority,
   normalizeIP,
   TYPE_EVENT_LOOP_DELAY
 } from 'fastify-admission'
@@ -21,12 +19,10 @@ await app.register(admission, {
   rateLimit: { limit: 100, windowMs: 60_000, burst: 20 },
   key: (request: FastifyRequest) => request.ip,
   onLimit: (_request, retryAfterMs: number) => { void retryAfterMs },
-  limitStatusCode: 503,
-  responseBody: 'text',
-  fastRefusals: 'all'
+  refusal: { body: 'text', limitStatusCode: 503, fast: 'all' }
 })
-await app.register(admission, { fastRefusals: false })
-await app.register(admission, { responseBody: 'error' })
+await app.register(admission, { refusal: { fast: false } })
+await app.register(admission, { refusal: 'error' })
 app.setErrorHandler((error, _request, reply) => {
   if (error instanceof AdmissionRefusalError) {
     const seconds: number = error.retryAfterSeconds
@@ -37,7 +33,7 @@ app.setErrorHandler((error, _request, reply) => {
   return reply.send(error)
 })
 // @ts-expect-error 'shed', 'all' or false
-await app.register(admission, { fastRefusals: true })
+await app.register(admission, { refusal: { fast: true } })
 await app.register(admission, { rateLimit: { limit: 100, windowMs: 60_000, penalty: 'restart' } })
 await app.register(admission, { rateLimit: { limit: 100, windowMs: 60_000, penalty: { mode: 'double', maxMs: 3_600_000 } } })
 app.get('/strict', { config: { admission: { rateLimit: { penalty: 'double' }, onBackendError: 'allow' } } }, async () => 'ok')
@@ -52,7 +48,13 @@ await app.register(admission, { maxInflight: 3 })
 // @ts-expect-error rateLimit needs windowMs
 await app.register(admission, { rateLimit: { limit: 3 } })
 // @ts-expect-error only 429 or 503
-await app.register(admission, { limitStatusCode: 500 })
+await app.register(admission, { refusal: { limitStatusCode: 500 } })
+// @ts-expect-error a body the gate knows
+await app.register(admission, { refusal: 'html' })
+// @ts-expect-error an option now part of another (refusal.limitStatusCode)
+await app.register(admission, { limitStatusCode: 503 })
+// @ts-expect-error the memory backend's bound is its own option
+await app.register(admission, { maxIdentities: 10 })
 // @ts-expect-error the key is a string
 await app.register(admission, { key: () => 42 })
 
@@ -76,14 +78,18 @@ const code: string = error.code
 void code
 
 // The adaptive limit and priorities.
-const adaptive: AdaptiveInFlightOptions = { adaptive: true, min: 2, max: 200, initial: 20, tolerance: 1.5, probeIntervalMs: 5000 }
-await app.register(admission, { maxInFlight: adaptive, criticalReserve: 0.25 })
+const adaptive: Extract<AdmissionOptions['maxInFlight'], { adaptive: true }> = { adaptive: true, min: 2, max: 200, initial: 20, tolerance: 1.5, probeIntervalMs: 5000 }
+await app.register(admission, { maxInFlight: { ...adaptive, criticalReserve: 0.25 } })
+await app.register(admission, { maxInFlight: { limit: 100, criticalReserve: 0.1 } })
+await app.register(admission, { maxInFlight: { limit: 'auto', criticalReserve: 0.1 } })
+// @ts-expect-error the reserve is a share of the limit, written with it
+await app.register(admission, { maxInFlight: 100, criticalReserve: 0.1 })
 await app.register(admission, { maxInFlight: { adaptive: true } })
 // @ts-expect-error adaptive is true (a fixed limit is a number)
 await app.register(admission, { maxInFlight: { adaptive: false } })
 // @ts-expect-error no such adaptive option
 await app.register(admission, { maxInFlight: { adaptive: true, smoothing: 0.5 } })
-const priority: AdmissionPriority = 'critical'
+const priority: AdmissionRouteOptions['priority'] = 'critical'
 app.get('/checkout', { config: { admission: { priority } } }, async () => 'ok')
 // @ts-expect-error critical, normal or sheddable
 const badPriority: FastifyContextConfig = { admission: { priority: 'high' } }
@@ -130,10 +136,9 @@ const shedByDelay: number | undefined = app.admission.stats().pressure?.shed.que
 void signal; void shedByDelay
 // The @fastify/rate-limit parity options.
 await app.register(admission, {
-  responseBody: 'problem',
+  refusal: 'problem',
   errorResponseBuilder: (_request, context) => ({ statusCode: context.statusCode, reason: context.reason, wait: context.retryAfterSeconds }),
-  allowList: ['10.0.0.0/8', 'ops'],
-  allowListSkipsShedding: true,
+  allowList: { clients: ['10.0.0.0/8', 'ops'], skipsShedding: true },
   hook: 'onRequest',
   enforce: false
 })

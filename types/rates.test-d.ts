@@ -4,13 +4,10 @@ import admission, {
   memoryBackend,
   RatesError,
   RatesPolicyConflictError,
-  type PolicyOutcome,
-  type Policy,
+  type RatePolicy,
   type RateDecision,
   type RateLimiter,
-  type RatePolicy,
   type RatesBackend,
-  type RatesErrorCode,
   type StackDecision,
   type StackedRateLimiter,
   type StackLimiter
@@ -51,7 +48,7 @@ try {
   app.rates.use('send-message', { algorithm: 'fixed-window', limit: 1, windowMs: 1 })
 } catch (error) {
   if (error instanceof RatesError) {
-    const code: RatesErrorCode = error.code
+    const code: RatesError['code'] = error.code
     void code
   }
   if (error instanceof RatesPolicyConflictError) {
@@ -71,12 +68,12 @@ app.rates.global.use('egress', [perSecond])
 const list: readonly RatePolicy[] = [perSecond]
 const fromList: StackedRateLimiter = app.rates.use('from-list', list)
 void fromList
-const stackPolicies: readonly Readonly<Policy>[] = limits.policies
+const stackPolicies: StackedRateLimiter['policies'] = limits.policies
 void stackPolicies
 const stacked: StackDecision = await limits.consume({ userId: 'u1' }, { cost: 2 })
 const checked: StackDecision = await limits.check('u1')
 void checked
-const each: readonly PolicyOutcome[] = stacked.policies
+const each: StackDecision['policies'] = stacked.policies
 const first: boolean = each[0]!.allowed
 void first
 if (stacked.denied) {

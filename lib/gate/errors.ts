@@ -1,11 +1,18 @@
 export { AdmissionError, AdmissionOptionError } from '../validation/errors.js'
-export { AdmissionCallbackError } from '../callbacks/callback-error.js'
+import { AdmissionCallbackError } from '../callbacks/callback-error.js'
 import { AdmissionError } from '../validation/errors.js'
 import { brandError } from '../validation/brand.js'
-import { keepValue, show } from '../validation/show.js'
+import { show } from '../validation/show.js'
 import type { RefusalReason } from './outcomes/refusal-text.js'
 
-export { show }
+export { show, AdmissionCallbackError }
+
+// Every error class of the plugin, held or re-exported here, in four kinds told apart by `code`:
+// `AdmissionOptionError` (an option or a route's config is not valid), `AdmissionCallbackError`
+// (an application callback answered what the gate cannot use), `AdmissionRefusalError` (a refusal,
+// handed to the error handler) and `AdmissionError` itself (the base, and a registration's layout
+// mistakes). The base and the option errors are defined below the gate (pressure and metrics
+// throw them too), the callback kind beside `asError`, which makes it.
 
 /**
  * The `key(request)` option returned something that is not a key: not a string, or longer than
@@ -13,13 +20,10 @@ export { show }
  * request, and Fastify may show the message in a 500); `value` holds it for an error handler, not
  * enumerable, so that no logger or JSON copies it (a key can be a secret, and megabytes long).
  */
-export class AdmissionKeyError extends AdmissionError {
+export class AdmissionKeyError extends AdmissionCallbackError {
   static { brandError(this, 'AdmissionKeyError') }
-  declare readonly value: unknown
-  readonly statusCode = 500
   constructor (value: unknown, got: string) {
-    super('ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string of at most 1024 UTF-8 bytes, got ${got}`)
-    keepValue(this, value)
+    super('key', value, 'ADMISSION_INVALID_KEY', `Expected the \`key\` option to return a string of at most 1024 UTF-8 bytes, got ${got}`)
   }
 }
 
@@ -28,13 +32,10 @@ export class AdmissionKeyError extends AdmissionError {
  * needed before the request may go on, and a promise is always truthy, so it is not taken for a
  * yes. The message never shows the value; `value` holds it (not enumerable, as every error's `value`).
  */
-export class AdmissionAllowListError extends AdmissionError {
+export class AdmissionAllowListError extends AdmissionCallbackError {
   static { brandError(this, 'AdmissionAllowListError') }
-  declare readonly value: unknown
-  readonly statusCode = 500
   constructor (value: unknown) {
-    super('ADMISSION_INVALID_ALLOW_LIST_RESULT', 'Expected the `allowList` function to return a boolean synchronously, got a promise (or another thenable)')
-    keepValue(this, value)
+    super('allowList', value, 'ADMISSION_INVALID_ALLOW_LIST_RESULT', 'Expected the `allowList` function to return a boolean synchronously, got a promise (or another thenable)')
   }
 }
 
@@ -43,13 +44,10 @@ export class AdmissionAllowListError extends AdmissionError {
  * declared names and never shows the value (it may come from the request); `value` holds it, not
  * enumerable (as every error's `value`): no logger or JSON copies it.
  */
-export class AdmissionTierError extends AdmissionError {
+export class AdmissionTierError extends AdmissionCallbackError {
   static { brandError(this, 'AdmissionTierError') }
-  declare readonly value: unknown
-  readonly statusCode = 500
   constructor (value: unknown, tiers: readonly string[]) {
-    super('ADMISSION_UNKNOWN_TIER', `Expected the \`tier\` function to return one of ${tiers.map((t) => JSON.stringify(t)).join(', ')}, got ${typeof value === 'string' ? 'another name' : value === undefined || value === null ? String(value) : `a ${typeof value}`}`)
-    keepValue(this, value)
+    super('tier', value, 'ADMISSION_UNKNOWN_TIER', `Expected the \`tier\` function to return one of ${tiers.map((t) => JSON.stringify(t)).join(', ')}, got ${typeof value === 'string' ? 'another name' : value === undefined || value === null ? String(value) : `a ${typeof value}`}`)
   }
 }
 
@@ -59,12 +57,26 @@ export class AdmissionTierError extends AdmissionError {
  * client: the response is already sent. The message shows the value short (`show()`, at most
  * one line); `value` holds it whole, not enumerable.
  */
-export class AdmissionChargeError extends AdmissionError {
+export class AdmissionChargeError extends AdmissionCallbackError {
   static { brandError(this, 'AdmissionChargeError') }
-  declare readonly value: unknown
   constructor (route: string, value: unknown, capacity: number) {
-    super('ADMISSION_INVALID_CHARGE', `Expected config.admission.charge of ${route} to return a safe integer from 0 to ${capacity} (the units the request took; its quota's capacity), got ${show(value)}`)
-    keepValue(this, value)
+    super('charge', value, 'ADMISSION_INVALID_CHARGE', `Expected config.admission.charge of ${route} to return a safe integer from 0 to ${capacity} (the units the request took; its quota's capacity), got ${show(value)}`)
+  }
+}
+
+/**
+ * Routes that ask for a gate no registration gives: a route whose `config.admission` is an
+ * object, declared in a context no registration encloses (a sibling of the one the plugin was
+ * registered in), would run ungated without a word. A mistake of the application's layout, found
+ * at `ready()`: of the base kind, as a second registration in one context is.
+ */
+export class AdmissionScopeError extends AdmissionError {
+  static { brandError(this, 'AdmissionScopeError') }
+  declare readonly routes: readonly string[]
+  constructor (routes: readonly string[]) {
+    const one = routes.length === 1
+    super('ADMISSION_UNGATED_ROUTE', `${routes.join(', ')} ${one ? 'has' : 'have'} config.admission, but no registration of fastify-admission encloses ${one ? 'it' : 'them'}: register the plugin in a context that contains ${one ? 'the route' : 'these routes'} (at the root, with \`await app.register(admission)\`), or declare ${one ? 'it' : 'them'} inside the context where the plugin is registered`)
+    this.routes = routes
   }
 }
 
@@ -72,7 +84,7 @@ export class AdmissionChargeError extends AdmissionError {
 const REFUSAL_CODES = { limited: 'ADMISSION_LIMITED', shed: 'ADMISSION_SHED', unavailable: 'ADMISSION_UNAVAILABLE' } as const
 
 /**
- * A refusal of the gate, handed to Fastify's error handling (`responseBody: 'error'`): the
+ * A refusal of the gate, handed to Fastify's error handling (`refusal: 'error'`): the
  * application's `setErrorHandler` and `onError` hooks see it, and Fastify's default handler
  * answers it as any error with a `statusCode`. `Retry-After` (and the `RateLimit` fields) stay
  * the gate's whatever the handler sends. Built from integers and constants only: nothing from
@@ -81,7 +93,7 @@ const REFUSAL_CODES = { limited: 'ADMISSION_LIMITED', shed: 'ADMISSION_SHED', un
 export class AdmissionRefusalError extends AdmissionError {
   static { Object.defineProperty(this, 'name', { value: 'AdmissionRefusalError' }) }
   declare readonly code: typeof REFUSAL_CODES[RefusalReason]
-  /** 429 for a quota (or `limitStatusCode`), 503 for a full gate, pressure or a backend that cannot decide. */
+  /** 429 for a quota (or `refusal.limitStatusCode`), 503 for a full gate, pressure or a backend that cannot decide. */
   readonly statusCode: 429 | 503
   readonly reason: RefusalReason
   /** The `Retry-After` sent with it, in seconds. */

@@ -68,7 +68,7 @@ function admission (fastify: FastifyInstance, options: AdmissionOptions, done: (
 function register (fastify: FastifyInstance, options: AdmissionOptions): Promise<void> | undefined {
   checkOnePerContext(fastify)
   const settings = validateOptions(options)
-  const backend: RatesBackend = settings.backend ?? memoryBackend(settings.maxIdentities === undefined ? {} : { maxIdentities: settings.maxIdentities })
+  const backend: RatesBackend = settings.backend ?? memoryBackend()
   // The plugin stops only a backend it made; one the application passed may serve other apps.
   decorateRates(fastify, new RatesRuntime(backend, settings.backend === undefined))
   const address = registrationAddress(fastify)

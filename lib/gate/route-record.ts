@@ -1,6 +1,5 @@
 import type { FastifyInstance, RouteOptions } from 'fastify'
-import { AdmissionError } from './errors.js'
-import { brandError } from '../validation/brand.js'
+import { AdmissionScopeError } from './errors.js'
 import type { ContextGate } from './on-request.js'
 
 /**
@@ -111,21 +110,6 @@ function rootOf (fastify: FastifyInstance): FastifyInstance {
     // The root instance is a plain object; every context below it is created from its parent.
     if (parent === null || parent === Object.prototype) return root as FastifyInstance
     root = parent
-  }
-}
-
-/**
- * Routes that ask for a gate no registration gives: a route whose `config.admission` is an
- * object, declared in a context no registration encloses (a sibling of the one the plugin was
- * registered in), would run ungated without a word.
- */
-export class AdmissionScopeError extends AdmissionError {
-  static { brandError(this, 'AdmissionScopeError') }
-  declare readonly routes: readonly string[]
-  constructor (routes: readonly string[]) {
-    const one = routes.length === 1
-    super('ADMISSION_UNGATED_ROUTE', `${routes.join(', ')} ${one ? 'has' : 'have'} config.admission, but no registration of fastify-admission encloses ${one ? 'it' : 'them'}: register the plugin in a context that contains ${one ? 'the route' : 'these routes'} (at the root, with \`await app.register(admission)\`), or declare ${one ? 'it' : 'them'} inside the context where the plugin is registered`)
-    this.routes = routes
   }
 }
 

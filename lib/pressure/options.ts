@@ -101,8 +101,8 @@ const PRESSURE_KEYS = ['maxEventLoopDelay', 'maxEventLoopUtilization', 'maxHeapU
   'exposeStatusRoute', 'healthCheck', 'healthCheckInterval', 'pressureHandler', 'readings'] as const
 // @fastify/under-pressure's options that are not taken, and what each is here.
 const PRESSURE_HINTS: Readonly<Record<string, string>> = Object.freeze({
-  message: "@fastify/under-pressure's `message` is the plugin's `errorResponseBuilder` here (the body of every refusal), or `responseBody`",
-  customError: "@fastify/under-pressure's `customError` is the plugin's `errorResponseBuilder` here (the body of every refusal), or `responseBody`",
+  message: "@fastify/under-pressure's `message` is the plugin's `errorResponseBuilder` here (the body of every refusal), or `refusal` (a built-in body)",
+  customError: "@fastify/under-pressure's `customError` is the plugin's `errorResponseBuilder` here (the body of every refusal), or `refusal` (a built-in body)",
   eventLoopUtilizationMode: "@fastify/under-pressure's `eventLoopUtilizationMode` is always 'interval' here: `maxEventLoopUtilization` reads the last sample"
 })
 const STATUS_HINTS: Readonly<Record<string, string>> = Object.freeze({

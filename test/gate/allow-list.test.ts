@@ -1,6 +1,6 @@
 // `allowList` (as @fastify/rate-limit's): client keys, IP addresses and CIDR ranges (node:net's
 // BlockList, IPv4 and IPv6), or a synchronous function. A client on it skips the rate limit — no
-// token, no RateLimit headers — and is still shed unless `allowListSkipsShedding` says otherwise.
+// token, no RateLimit headers — and is still shed unless `allowList.skipsShedding` says otherwise.
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
 import admission, { AdmissionOptionError, type AdmissionOptions } from '../../lib/index.js'
@@ -64,7 +64,7 @@ t.test('a function of the request and the key; truthy allows; a promise or a thr
   t.match(app.admission.stats(), { inFlight: 0, allowed: 3, limited: 1 })
 })
 
-t.test('allowed clients are shed like any other by default; allowListSkipsShedding lets them through a full gate', async (t) => {
+t.test('allowed clients are shed like any other by default; allowList.skipsShedding lets them through a full gate', async (t) => {
   for (const skips of [false, true]) {
     const app = Fastify()
     t.teardown(() => app.close())
@@ -72,8 +72,7 @@ t.test('allowed clients are shed like any other by default; allowListSkipsSheddi
       maxInFlight: 1,
       rateLimit: ONE,
       key: (request) => String(request.headers['x-id']),
-      allowList: (request) => request.headers['x-internal'] === '1',
-      allowListSkipsShedding: skips
+      allowList: { clients: (request) => request.headers['x-internal'] === '1', skipsShedding: skips }
     })
     const hold = deferred()
     const entered = deferred()
@@ -83,7 +82,7 @@ t.test('allowed clients are shed like any other by default; allowListSkipsSheddi
     const slow = get(port, '/slow', { 'x-id': 'a' })
     await entered.promise
     const internal = await get(port, '/x', { 'x-id': 'b', 'x-internal': '1' })
-    t.equal(internal.status, skips ? 200 : 503, `allowListSkipsShedding: ${skips}`)
+    t.equal(internal.status, skips ? 200 : 503, `skipsShedding: ${skips}`)
     const other = await get(port, '/x', { 'x-id': 'c' })
     t.equal(other.status, 503, 'a client not on the list is shed')
     hold.resolve()
@@ -93,13 +92,12 @@ t.test('allowed clients are shed like any other by default; allowListSkipsSheddi
   }
 })
 
-t.test('allowListSkipsShedding: an allowed request holds a free permit; the key runs once', async (t) => {
+t.test('allowList.skipsShedding: an allowed request holds a free permit; the key runs once', async (t) => {
   let keys = 0
   const app = await appWith(t, {
     maxInFlight: 1,
     key: (request) => { keys++; return String(request.headers['x-id']) },
-    allowList: ['ops'],
-    allowListSkipsShedding: true
+    allowList: { clients: ['ops'], skipsShedding: true }
   })
   const hold = deferred()
   const entered = deferred()
@@ -118,13 +116,13 @@ t.test('allowListSkipsShedding: an allowed request holds a free permit; the key 
   t.equal(keys, 5, 'one key per request')
   t.match(app.admission.stats(), { allowed: 2, shed: 1, limited: 1, admitted: 3 })
   // A key that throws: 500, nothing held.
-  const failing = await appWith(t, { key: () => { throw new Error('no key') }, allowList: ['ops'], allowListSkipsShedding: true, maxInFlight: 1 })
+  const failing = await appWith(t, { key: () => { throw new Error('no key') }, allowList: { clients: ['ops'], skipsShedding: true }, maxInFlight: 1 })
   t.equal((await failing.inject('/x')).statusCode, 500)
   t.equal(failing.admission.stats().inFlight, 0)
 })
 
-t.test('allowListSkipsShedding on a route without a rate limit, and a route allow list replacing the plugin\'s', async (t) => {
-  const app = await appWith(t, { maxInFlight: 1, allowList: ['10.0.0.1'], allowListSkipsShedding: true })
+t.test('allowList.skipsShedding on a route without a rate limit, and a route allow list replacing the plugin\'s', async (t) => {
+  const app = await appWith(t, { maxInFlight: 1, allowList: { clients: ['10.0.0.1'], skipsShedding: true } })
   app.get('/free', { config: { admission: { rateLimit: false } } }, async () => 'ok')
   app.get('/own', { config: { admission: { allowList: ['10.0.0.2'] } } }, async () => 'ok')
   t.equal((await app.inject({ url: '/free', remoteAddress: '10.0.0.1' })).statusCode, 200)
@@ -174,7 +172,7 @@ t.test('the 404 hook with an allow list sheds while the gate is full', async (t)
   t.equal((await app.inject('/nope')).statusCode, 404)
 })
 
-t.test('allowList and allowListSkipsShedding are checked at registration, showing the value', async (t) => {
+t.test('allowList and allowList.skipsShedding are checked at registration, showing the value', async (t) => {
   const accessor = Object.defineProperty(['a'], 0, { get: () => 'b', enumerable: true })
   const holey = ['10.0.0.1', , '10.0.0.2'] // eslint-disable-line no-sparse-arrays
   const extra = Object.assign(['10.0.0.1'], { extra: 1 })
@@ -194,9 +192,12 @@ t.test('allowList and allowListSkipsShedding are checked at registration, showin
     [{ allowList: holeWithExtra }, 'allowList[1]', /no holes/],
     [{ allowList: accessor }, 'allowList[0]', /an accessor property/],
     [{ allowList: new Array(100_001).fill('10.0.0.1') }, 'allowList', /at most 100000 entries/],
-    [{ allowListSkipsShedding: 'yes', allowList: ['10.0.0.1'] }, 'allowListSkipsShedding', /a boolean/],
-    [{ allowListSkipsShedding: true }, 'allowListSkipsShedding', /absent or false without an allowList/],
-    [{ allowListSkipsShedding: true, allowList: ['10.0.0.1'], hook: 'preHandler' }, 'allowListSkipsShedding', /false with hook 'preHandler'/]
+    [{ allowList: { clients: ['10.0.0.1'], skipsShedding: 'yes' } }, 'allowList.skipsShedding', /a boolean/],
+    [{ allowList: { skipsShedding: true } }, 'allowList.clients', /an array of client keys, IP addresses and CIDR ranges, or a synchronous function \(request, key\) => boolean \(the clients on the list\)/],
+    [{ allowList: { clients: ['10.0.0.1'], skipsShedding: true }, hook: 'preHandler' }, 'allowList.skipsShedding', /false with hook 'preHandler'/],
+    [{ allowList: { clients: [42] } }, 'allowList.clients[0]', /a non-empty string/],
+    [{ allowList: { client: ['10.0.0.1'] } }, 'allowList.client', /unknown option; did you mean `clients`\?/],
+    [{ allowList: ['10.0.0.1'], allowListSkipsShedding: true }, 'options.allowListSkipsShedding', 'Expected `options.allowListSkipsShedding` to be a known option (unknown option; moved to `allowList: { clients, skipsShedding: true }`: a property of the allow list), got true (boolean)']
   ] as Array<[Record<string, unknown>, string, string | RegExp]>) {
     const app = Fastify()
     const error = await app.register(admission, options as AdmissionOptions).ready().then(() => undefined, (e: unknown) => e)
@@ -206,9 +207,9 @@ t.test('allowList and allowListSkipsShedding are checked at registration, showin
   }
   // A route may not move the check of a plugin whose allow list skips shedding into preHandler.
   const app = Fastify()
-  await app.register(admission, { allowList: ['10.0.0.1'], allowListSkipsShedding: true })
+  await app.register(admission, { allowList: { clients: ['10.0.0.1'], skipsShedding: true } })
   app.get('/x', { config: { admission: { hook: 'preHandler' } } }, async () => 'ok')
-  t.match(await app.ready().then(() => undefined, (e: unknown) => e), { code: 'ADMISSION_INVALID_OPTION', path: 'config.admission of GET /x.hook', message: /'onRequest' while allowListSkipsShedding is true/ })
+  t.match(await app.ready().then(() => undefined, (e: unknown) => e), { code: 'ADMISSION_INVALID_OPTION', path: 'config.admission of GET /x.hook', message: /'onRequest' while allowList.skipsShedding is true/ })
   await app.close()
   const route = Fastify()
   await route.register(admission)

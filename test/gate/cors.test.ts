@@ -27,7 +27,7 @@ function readable (headers: Record<string, string | string[] | undefined>): stri
 
 t.test('a 429 under @fastify/cors defaults exposes Retry-After and the RateLimit fields', async (t) => {
   for (const responseBody of ['json', 'problem', 'error'] as const) {
-    const app = await corsApp(t, { rateLimit: { limit: 1, windowMs: 60_000 }, responseBody })
+    const app = await corsApp(t, { rateLimit: { limit: 1, windowMs: 60_000 }, refusal: responseBody })
     const port = await listen(app)
     const admitted = await get(port, '/api', ORIGIN)
     t.equal(admitted.status, 200)

@@ -1,4 +1,4 @@
-// Refusals written from precomputed bytes (`fastRefusals`): the same status, headers and body as
+// Refusals written from precomputed bytes (`refusal: { fast }`): the same status, headers and body as
 // through Fastify's reply, what the application's hooks see on each path, and the wire — keep-alive,
 // the order of pipelined responses, HTTP/2 — on real sockets.
 import t, { type Test } from 'tap'
@@ -41,7 +41,7 @@ function visible (response: { statusCode: number, headers: Record<string, unknow
 
 t.test('a shed is written from precomputed bytes by default: the same answer as through the reply, no onSend, no error handler; onResponse and the request log see it', async (t) => {
   const fast = await app(t, { pressure: SHED_ALL })
-  const slow = await app(t, { pressure: SHED_ALL, fastRefusals: false })
+  const slow = await app(t, { pressure: SHED_ALL, refusal: { fast: false } })
   await fast.app.ready()
   await slow.app.ready()
   const a = await fast.app.inject('/')
@@ -52,16 +52,16 @@ t.test('a shed is written from precomputed bytes by default: the same answer as 
   t.same(a.json(), { statusCode: 503, error: 'Service Unavailable', message: 'Server is under pressure, retry in 60 seconds' })
   t.same(visible(a), visible(b), 'byte for byte the answer sent through Fastify\'s reply')
   t.same(fast.seen.onSend, [], 'no onSend hook ran for the fast shed')
-  t.same(slow.seen.onSend, [503], 'fastRefusals: false — onSend sees the shed')
+  t.same(slow.seen.onSend, [503], 'refusal: { fast: false } — onSend sees the shed')
   t.same(fast.seen.onResponse, [503], 'onResponse sees the fast shed')
   t.equal(fast.seen.errorHandler, 0)
   t.ok(fast.seen.logs.some((line) => line.msg === 'request completed' && (line.res as { statusCode: number }).statusCode === 503), 'the request log has it')
   t.equal(fast.app.admission.stats().shed, 1, 'counted as shed')
 })
 
-t.test('rate-limit refusals go through the reply by default; fastRefusals: \'all\' writes them from bytes too, RateLimit fields included', async (t) => {
+t.test('rate-limit refusals go through the reply by default; refusal: { fast: \'all\' } writes them from bytes too, RateLimit fields included', async (t) => {
   const byDefault = await app(t, {})
-  const all = await app(t, { fastRefusals: 'all' })
+  const all = await app(t, { refusal: { fast: 'all' } })
   for (const { app: a } of [byDefault, all]) t.equal((await a.inject('/')).statusCode, 200)
   const a = await byDefault.app.inject('/')
   const b = await all.app.inject('/')
@@ -79,8 +79,8 @@ t.test('rate-limit refusals go through the reply by default; fastRefusals: \'all
 t.test('every built-in body style is the same on both paths (shed and limited)', async (t) => {
   for (const responseBody of ['json', 'text', 'problem'] as const) {
     for (const pressure of [SHED_ALL, undefined]) {
-      const fast = await app(t, { responseBody, fastRefusals: 'all', ...(pressure === undefined ? {} : { pressure }) })
-      const slow = await app(t, { responseBody, fastRefusals: false, ...(pressure === undefined ? {} : { pressure }) })
+      const fast = await app(t, { refusal: { body: responseBody, fast: 'all' }, ...(pressure === undefined ? {} : { pressure }) })
+      const slow = await app(t, { refusal: { body: responseBody, fast: false }, ...(pressure === undefined ? {} : { pressure }) })
       await fast.app.ready()
       await slow.app.ready()
       if (pressure === undefined) {
@@ -129,12 +129,12 @@ t.test('the decision event and onShed still hear a fast shed', async (t) => {
   t.match(events[0], { outcome: 'shed', status: 503, retryAfterSeconds: 60, route: 'GET /' })
 })
 
-t.test('fastRefusals: anything else is refused at registration, naming the values', async (t) => {
+t.test('refusal.fast: anything else is refused at registration, naming the values', async (t) => {
   const a = Fastify()
   t.teardown(() => a.close())
-  const error = await a.register(admission, { fastRefusals: 'yes' as never }).then(() => undefined, (e: unknown) => e)
+  const error = await a.register(admission, { refusal: { fast: 'yes' } as never }).then(() => undefined, (e: unknown) => e)
   t.ok(error instanceof AdmissionOptionError)
-  t.match(error, { code: 'ADMISSION_INVALID_OPTION', path: 'fastRefusals', message: /`fastRefusals`.*'shed' \(the default\), 'all' or false.*got 'yes'/ })
+  t.match(error, { code: 'ADMISSION_INVALID_OPTION', path: 'refusal.fast', message: /`refusal.fast`.*'shed' \(the default\), 'all' or false.*got 'yes'/ })
 })
 
 t.test('pipelined on one keep-alive socket: a fast shed waits its turn behind the answer before it', async (t) => {

@@ -53,10 +53,10 @@ t.test('429 with an honest Retry-After, RateLimit headers and a JSON body', asyn
   t.same(refused.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Rate limit exceeded, retry in 1 second' })
 })
 
-t.test("limitStatusCode 503 with the text body is the seed's v1 wire format, byte for byte", async (t) => {
+t.test("refusal.limitStatusCode 503 with the text body is the seed's v1 wire format, byte for byte", async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: { limit: 1, windowMs: 5_000 }, limitStatusCode: 503, responseBody: 'text', headers: false })
+  await app.register(admission, { rateLimit: { limit: 1, windowMs: 5_000 }, refusal: { body: 'text', limitStatusCode: 503 }, headers: false })
   app.get('/', async () => 'ok')
   const port = await listen(app)
   t.equal((await get(port, '/')).status, 200)
@@ -195,7 +195,7 @@ t.test('onShed and onLimit are told, with the wait in ms', async (t) => {
 t.test('a full registry refuses new clients with 503 and never resets a live bucket', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: { limit: 2, windowMs: 4_000 }, maxIdentities: 2 })
+  await app.register(admission, { rateLimit: { limit: 2, windowMs: 4_000 }, backend: memoryBackend({ maxIdentities: 2 }) })
   app.get('/', async () => 'ok')
   const from = (ip: string) => app.inject({ url: '/', remoteAddress: ip })
   t.equal((await from('10.0.0.1')).statusCode, 200)

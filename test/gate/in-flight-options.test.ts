@@ -6,7 +6,7 @@ import admission from '../../lib/index.js'
 import { adaptiveLimitOptions } from '../../lib/core/adaptive/limit.js'
 import { WINDOW_FAST_WEIGHT } from '../../lib/gate/options/in-flight-options.js'
 
-// The adaptive `maxInFlight`, `criticalReserve` and a route's `priority`: checked at registration
+// The adaptive `maxInFlight`, its `criticalReserve` and a route's `priority`: checked at registration
 // (routes at ready()), each refusal an AdmissionOptionError naming the option and showing the value.
 
 function rejected (t: Test, fn: () => unknown, path: string, value: unknown, shown: string, expected?: string): void {
@@ -26,7 +26,7 @@ t.test('maxInFlight: { adaptive: true } starts sane with nothing else', async (t
   t.same(s.maxInFlight, { adaptive: true, limit: adaptiveLimitOptions({ fastWeight: WINDOW_FAST_WEIGHT }) }, "the core's defaults, but for the fast RTT's weight per window")
   t.ok(Object.isFrozen(s.maxInFlight))
   t.equal(s.criticalReserve, 0.2)
-  const all = validateOptions({ maxInFlight: { adaptive: true, min: 2, max: 50, initial: 10, tolerance: 2, probeIntervalMs: 5000 }, criticalReserve: 0 })
+  const all = validateOptions({ maxInFlight: { adaptive: true, min: 2, max: 50, initial: 10, tolerance: 2, probeIntervalMs: 5000, criticalReserve: 0 } })
   t.match(all.maxInFlight, { adaptive: true, limit: { min: 2, max: 50, initial: 10, tolerance: 2, probeIntervalMs: 5000, smoothing: 0.2 } })
   t.equal(all.criticalReserve, 0)
   t.match(validateOptions({ maxInFlight: { adaptive: true, max: 5 } }).maxInFlight, { limit: { max: 5, initial: 5 } }, 'the default initial, clamped into [min, max]')
@@ -53,12 +53,12 @@ t.test("maxInFlight: 'auto' is the adaptive limit with its defaults and queueing
 
 t.test('maxInFlight: what is not a limit', async (t) => {
   const bad = (value: unknown, path: string, shown: string, expected?: string): void => { rejected(t, () => validateOptions({ maxInFlight: value }), path, value, shown, expected) }
-  bad({ max: 5 }, 'maxInFlight', '{ max: 5 }', '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? } or { fleet, refreshMs?, adaptive?, … }')
+  bad({ max: 5 }, 'maxInFlight', '{ max: 5 }', '{ limit, criticalReserve? }, { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs?, criticalReserve? } or { fleet, refreshMs?, adaptive?, …, criticalReserve? }')
   bad(true, 'maxInFlight', 'true (boolean)', 'a positive safe integer or false')
   bad([3], 'maxInFlight', '[ 3 ]')
   rejected(t, () => validateOptions({ maxInFlight: { adaptive: false } }), 'maxInFlight.adaptive', false, 'false (boolean)', 'true (a fixed limit is a number)')
   rejected(t, () => validateOptions({ maxInFlight: { adaptive: 1 } }), 'maxInFlight.adaptive', 1, '1 (number)')
-  rejected(t, () => validateOptions({ maxInFlight: { adaptive: true, smoothing: 0.5 } }), 'maxInFlight.smoothing', 0.5, '0.5 (number)', 'one of adaptive, min, max, initial, tolerance, probeIntervalMs (unknown option)')
+  rejected(t, () => validateOptions({ maxInFlight: { adaptive: true, smoothing: 0.5 } }), 'maxInFlight.smoothing', 0.5, '0.5 (number)', 'one of adaptive, min, max, initial, tolerance, probeIntervalMs, criticalReserve (unknown option)')
   for (const key of ['min', 'max', 'initial', 'probeIntervalMs']) {
     for (const [value, shown] of [[0, '0 (number)'], [1.5, '1.5 (number)'], ['5', "'5' (string)"], [Number.NaN, 'NaN (number)']] as const) {
       rejected(t, () => validateOptions({ maxInFlight: { adaptive: true, [key]: value } }), `maxInFlight.${key}`, value, shown, 'a positive safe integer')
@@ -83,14 +83,23 @@ t.test('maxInFlight: what is not a limit', async (t) => {
   t.match((error as Error).message, 'a Proxy, which is not read')
 })
 
-t.test('criticalReserve: a share below 1, only with a maxInFlight', async (t) => {
-  t.equal(validateOptions({ maxInFlight: 8, criticalReserve: 0.5 }).criticalReserve, 0.5)
+t.test('maxInFlight.criticalReserve: a share of the limit below 1, written with the limit', async (t) => {
+  t.equal(validateOptions({ maxInFlight: { limit: 8, criticalReserve: 0.5 } }).criticalReserve, 0.5)
+  t.equal(validateOptions({ maxInFlight: { limit: 8 } }).maxInFlight, 8, '{ limit } is the fixed limit')
   t.equal(validateOptions({ maxInFlight: 8 }).criticalReserve, 0.2, 'the default')
+  t.equal(validateOptions({ maxInFlight: { limit: 8 } }).criticalReserve, 0.2, 'the default, in the object')
   t.equal(validateOptions({}).criticalReserve, 0, 'no gate: nothing to reserve')
+  t.equal(validateOptions({ maxInFlight: { fleet: 40, criticalReserve: 0.1 } }).criticalReserve, 0.1, "a fleet's")
+  t.equal(validateOptions({ maxInFlight: { fleet: 40, adaptive: true, min: 2, criticalReserve: 0.1 } }).criticalReserve, 0.1, 'an adaptive fleet\'s')
+  const auto = validateOptions({ maxInFlight: { limit: 'auto', criticalReserve: 0.3 } })
+  t.same([auto.maxInFlight, auto.criticalReserve, auto.queueDelay !== undefined], [validateOptions({ maxInFlight: 'auto' }).maxInFlight, 0.3, true], "{ limit: 'auto' } is 'auto', queueing delay included")
   for (const [value, shown] of [[1, '1 (number)'], [-0.1, '-0.1 (number)'], [Number.NaN, 'NaN (number)'], ['0.1', "'0.1' (string)"], [null, 'null']] as const) {
-    rejected(t, () => validateOptions({ maxInFlight: 8, criticalReserve: value }), 'criticalReserve', value, shown, 'a share of the in-flight limit, from 0 to below 1')
+    rejected(t, () => validateOptions({ maxInFlight: { limit: 8, criticalReserve: value } }), 'maxInFlight.criticalReserve', value, shown, 'a share of the in-flight limit, from 0 to below 1')
+    rejected(t, () => validateOptions({ maxInFlight: { adaptive: true, criticalReserve: value } }), 'maxInFlight.criticalReserve', value, shown, 'a share of the in-flight limit, from 0 to below 1')
   }
-  rejected(t, () => validateOptions({ criticalReserve: 0.2 }), 'criticalReserve', 0.2, '0.2 (number)', 'unset when there is no `maxInFlight`')
+  rejected(t, () => validateOptions({ maxInFlight: { limit: 0 } }), 'maxInFlight.limit', 0, '0 (number)', "a positive safe integer or 'auto'")
+  rejected(t, () => validateOptions({ maxInFlight: { limit: 8, reserve: 0.1 } }), 'maxInFlight.reserve', 0.1, '0.1 (number)', 'unknown option')
+  rejected(t, () => validateOptions({ maxInFlight: 8, criticalReserve: 0.2 }), 'options.criticalReserve', 0.2, '0.2 (number)', 'moved to `maxInFlight: { limit, criticalReserve }`')
 })
 
 t.test("a route's priority: critical, normal or sheddable, only where the plugin sheds", async (t) => {

@@ -4,7 +4,8 @@
 // registration encloses. Through inject and real sockets; each case names what a user sees.
 import t from 'tap'
 import Fastify from 'fastify'
-import admission, { memoryBackend, type AdmissionDecorator, type RatesBackend, type StackLimiter } from '../../lib/index.js'
+import admission, { memoryBackend, type RatesBackend, type StackLimiter } from '../../lib/index.js'
+import type { AdmissionDecorator } from '../../lib/gate/decorator.js'
 import { manualClock } from './limits-backends.js'
 import { scriptedReadings } from '../helpers/pressure.js'
 import { deferred, eventually, listen } from '../helpers/http.js'

@@ -5,8 +5,8 @@ import type { AdmissionOptions } from '../../lib/gate/options/options.js'
 import { deferred, eventually } from '../helpers/http.js'
 
 // Priorities at the global gate, with requests held in their handlers (no timing): L = 10,
-// criticalReserve 0.2, so R = 2 and sheddable routes stop at L - R = 8.
-async function prioritized (t: Test, options: AdmissionOptions = { maxInFlight: 10, criticalReserve: 0.2 }): Promise<{ app: FastifyInstance, send: (url: string) => Promise<number>, release: () => void }> {
+// maxInFlight.criticalReserve 0.2, so R = 2 and sheddable routes stop at L - R = 8.
+async function prioritized (t: Test, options: AdmissionOptions = { maxInFlight: { limit: 10, criticalReserve: 0.2 } }): Promise<{ app: FastifyInstance, send: (url: string) => Promise<number>, release: () => void }> {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, { rateLimit: false, ...options })
@@ -76,14 +76,14 @@ t.test("a route's own semaphore after the global slot gives the global slot back
 })
 
 t.test('criticalReserve 0: critical is normal, sheddable too', async (t) => {
-  const { send } = await prioritized(t, { maxInFlight: 2, criticalReserve: 0 })
+  const { send } = await prioritized(t, { maxInFlight: { limit: 2, criticalReserve: 0 } })
   t.equal(await send('/sheddable'), 0)
   t.equal(await send('/sheddable'), 0)
   t.equal(await send('/critical'), 503)
 })
 
 t.test('with the adaptive limit: the reserve is a share of the current limit', async (t) => {
-  const { app, send } = await prioritized(t, { maxInFlight: { adaptive: true, min: 4, max: 4 }, criticalReserve: 0.5 })
+  const { app, send } = await prioritized(t, { maxInFlight: { adaptive: true, min: 4, max: 4, criticalReserve: 0.5 } })
   t.equal(app.admission.limit, 4)
   t.equal(await send('/sheddable'), 0)
   t.equal(await send('/sheddable'), 0)
@@ -115,7 +115,7 @@ t.test('a prioritized route keeps its priority with the rate check in preHandler
   for (const extra of [{ hook: 'preHandler' as const }, { enforce: false }]) {
     const app = Fastify()
     t.teardown(() => app.close())
-    await app.register(admission, { maxInFlight: 2, criticalReserve: 0.5, rateLimit: { limit: 100, windowMs: 60_000 } })
+    await app.register(admission, { maxInFlight: { limit: 2, criticalReserve: 0.5 }, rateLimit: { limit: 100, windowMs: 60_000 } })
     let hold = deferred()
     app.get('/normal', async () => { await hold.promise; return 'ok' })
     app.get('/sheddable', { config: { admission: { priority: 'sheddable', ...extra } } }, async () => 'ok')
@@ -138,16 +138,14 @@ t.test('a prioritized route keeps its priority with the rate check in preHandler
   }
 })
 
-t.test('with allowListSkipsShedding, a client not on the list still meets its route\'s priority', async (t) => {
+t.test('with allowList.skipsShedding, a client not on the list still meets its route\'s priority', async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, {
-    maxInFlight: 2,
-    criticalReserve: 0.5,
+    maxInFlight: { limit: 2, criticalReserve: 0.5 },
     rateLimit: { limit: 100, windowMs: 60_000 },
     key: (request) => String(request.headers['x-client']),
-    allowList: ['vip'],
-    allowListSkipsShedding: true
+    allowList: { clients: ['vip'], skipsShedding: true }
   })
   let hold = deferred()
   app.get('/normal', async () => { await hold.promise; return 'ok' })

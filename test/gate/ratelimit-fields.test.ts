@@ -68,7 +68,7 @@ for (const kind of BACKENDS) {
 for (const kind of BACKENDS) {
   t.test(`${kind.name}: a refusal's problem body names the policies that refused, as RateLimit-Policy names them`, { skip: kind.skip }, async (t) => {
     const clock = manualClock(1_800_000_000_000)
-    const app = await appOn(t, kind.make(t, clock.now), { rateLimit: false, responseBody: 'problem', key: (r) => String(r.headers['x-client']) }, (app) => {
+    const app = await appOn(t, kind.make(t, clock.now), { rateLimit: false, refusal: 'problem', key: (r) => String(r.headers['x-client']) }, (app) => {
       app.get('/stack', {
         config: {
           admission: {
@@ -134,7 +134,7 @@ t.test('a full in-flight gate answers with its policy: q concurrent requests, no
   const held = new Promise<void>((resolve) => { release = resolve })
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { maxInFlight: 1, rateLimit: false, responseBody: 'problem' })
+  await app.register(admission, { maxInFlight: 1, rateLimit: false, refusal: 'problem' })
   app.get('/slow', async () => { await held; return 'done' })
   app.get('/own', { config: { admission: { maxInFlight: 1 } } }, async () => { await held; return 'done' })
   await app.ready()
@@ -157,7 +157,7 @@ t.test("a route's own full in-flight limit is named route-in-flight, with its ow
     const held = new Promise<void>((resolve) => { release = resolve })
     const app = Fastify()
     t.teardown(() => app.close())
-    await app.register(admission, { maxInFlight: 10, rateLimit: false, responseBody: 'problem', headers })
+    await app.register(admission, { maxInFlight: 10, rateLimit: false, refusal: 'problem', headers })
     app.get('/own', { config: { admission: { maxInFlight: 1 } } }, async () => { await held; return 'done' })
     await app.ready()
     const first = app.inject('/own')

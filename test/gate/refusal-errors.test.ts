@@ -1,4 +1,4 @@
-// `responseBody: 'error'`: refusals go through Fastify's error handling as @fastify/rate-limit's
+// `refusal: 'error'`: refusals go through Fastify's error handling as @fastify/rate-limit's
 // do — the application's setErrorHandler and onError hooks see a typed error, Fastify's default
 // handler answers it, and Retry-After and the RateLimit fields stay the gate's whatever is sent.
 import t, { type Test } from 'tap'
@@ -25,7 +25,7 @@ async function app (t: Test, options: AdmissionOptions, shape?: (app: FastifyIns
   const fastify = Fastify()
   t.teardown(() => fastify.close())
   shape?.(fastify)
-  await fastify.register(admission, { backend: memoryBackend({ clock }), rateLimit: FIXED, responseBody: 'error', ...options })
+  await fastify.register(admission, { backend: memoryBackend({ clock }), rateLimit: FIXED, refusal: 'error', ...options })
   fastify.get('/', async () => 'ok')
   await fastify.ready()
   return fastify
@@ -90,16 +90,16 @@ t.test('sheds and a backend that cannot decide go the same way, each with its co
   t.equal(unavailable.headers['retry-after'], '3', 'the backend\'s own 2.5 s, rounded up')
 })
 
-t.test('with responseBody: \'error\', refusals are never written from bytes: fastRefusals other than false is refused', async (t) => {
+t.test('with refusal: \'error\', refusals are never written from bytes: refusal.fast other than false is refused', async (t) => {
   for (const fastRefusals of ['shed', 'all'] as const) {
     const a = Fastify()
     t.teardown(() => a.close())
-    const error = await a.register(admission, { responseBody: 'error', fastRefusals }).then(() => undefined, (e: unknown) => e)
+    const error = await a.register(admission, { refusal: { body: 'error', fast: fastRefusals } }).then(() => undefined, (e: unknown) => e)
     t.ok(error instanceof AdmissionOptionError, fastRefusals)
-    t.match(error, { path: 'fastRefusals', message: /false or unset with responseBody: 'error'/ })
+    t.match(error, { path: 'refusal.fast', message: /false or unset with body: 'error'/ })
   }
   const a = Fastify()
   t.teardown(() => a.close())
-  const error = await a.register(admission, { responseBody: 'errors' as never }).then(() => undefined, (e: unknown) => e)
-  t.match(error, { path: 'responseBody', message: /'json', 'text', 'problem' or 'error'/ })
+  const error = await a.register(admission, { refusal: 'errors' as never }).then(() => undefined, (e: unknown) => e)
+  t.match(error, { path: 'refusal', message: /'json', 'text', 'problem' or 'error'/ })
 })

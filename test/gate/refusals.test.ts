@@ -132,7 +132,7 @@ t.test('shed and unavailable reach the builder too, with their reason and wait',
 
 t.test('a builder that throws or returns no object: logged once, the built-in body, never a pass or a 500', async (t) => {
   let result: () => unknown = () => { throw new Error('builder bug') }
-  const { app, logs } = await appWith({ responseBody: 'problem', errorResponseBuilder: () => result() as object })
+  const { app, logs } = await appWith({ refusal: 'problem', errorResponseBuilder: () => result() as object })
   t.teardown(() => app.close())
   app.get('/x', async () => 'ok')
   await app.inject('/x')
@@ -165,10 +165,10 @@ t.test('without a problem body, a failing builder falls back to the JSON body', 
   t.same(refused.json(), { statusCode: 429, error: 'Too Many Requests', message: 'Rate limit exceeded, retry in 30 seconds' })
 })
 
-t.test("responseBody 'problem': RFC 9457 with the RateLimit draft's problem types", async (t) => {
+t.test("refusal 'problem': RFC 9457 with the RateLimit draft's problem types", async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { maxInFlight: 1, backend: memoryBackend({ clock, maxIdentities: 1 }), rateLimit: FIXED, responseBody: 'problem', key: (r) => String(r.headers['x-id']) })
+  await app.register(admission, { maxInFlight: 1, backend: memoryBackend({ clock, maxIdentities: 1 }), rateLimit: FIXED, refusal: 'problem', key: (r) => String(r.headers['x-id']) })
   const hold = deferred()
   const entered = deferred()
   app.get('/slow', async () => { entered.resolve(); await hold.promise; return 'slow' })
@@ -201,7 +201,7 @@ t.test("responseBody 'problem': RFC 9457 with the RateLimit draft's problem type
 t.test("problem body with limitStatusCode 503: still quota-exceeded, with the status sent", async (t) => {
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { backend: memoryBackend({ clock }), rateLimit: FIXED, responseBody: 'problem', limitStatusCode: 503 })
+  await app.register(admission, { backend: memoryBackend({ clock }), rateLimit: FIXED, refusal: { body: 'problem', limitStatusCode: 503 } })
   app.get('/x', async () => 'ok')
   await app.inject('/x')
   const refused = await app.inject('/x')
@@ -229,11 +229,15 @@ t.test('a route builder overrides the plugin\'s; a preHandler check and the 404 
   t.same(missing.json(), { from: 'plugin' })
 })
 
-t.test('errorResponseBuilder and responseBody are checked at registration', async (t) => {
+t.test('errorResponseBuilder and refusal are checked at registration', async (t) => {
   for (const [options, path, message] of [
     [{ errorResponseBuilder: 'json' }, 'errorResponseBuilder', "Expected `errorResponseBuilder` to be a function (request, context) => object, got 'json' (string)"],
     [{ errorResponseBuilder: async () => ({}) }, 'errorResponseBuilder', /a synchronous function \(request, context\) => object/],
-    [{ responseBody: 'problem+json' }, 'responseBody', "Expected `responseBody` to be 'json', 'text', 'problem' or 'error', got 'problem+json' (string)"]
+    [{ refusal: 'problem+json' }, 'refusal', "Expected `refusal` to be 'json', 'text', 'problem' or 'error', got 'problem+json' (string)"],
+    [{ refusal: { body: 'html' } }, 'refusal.body', "Expected `refusal.body` to be 'json', 'text', 'problem' or 'error', got 'html' (string)"],
+    [{ refusal: { limitStatusCode: 418 } }, 'refusal.limitStatusCode', 'Expected `refusal.limitStatusCode` to be 429 or 503, got 418 (number)'],
+    [{ refusal: { bdy: 'text' } }, 'refusal.bdy', "Expected `refusal.bdy` to be a known option (unknown option; did you mean `body`?), got 'text' (string)"],
+    [{ refusal: 429 }, 'refusal', "Expected `refusal` to be 'json', 'text', 'problem' or 'error', or an object { body?, limitStatusCode?, fast? }, got 429 (number)"]
   ] as Array<[Record<string, unknown>, string, string | RegExp]>) {
     const app = Fastify()
     const error = await app.register(admission, options as AdmissionOptions).ready().then(() => undefined, (e: unknown) => e)

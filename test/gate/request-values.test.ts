@@ -3,7 +3,8 @@
 // reach of loggers and JSON.
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance } from 'fastify'
-import admission, { AdmissionKeyError, AdmissionOptionError, AdmissionTierError, RatesInvalidArgumentError } from '../../lib/index.js'
+import admission, { AdmissionOptionError, RatesInvalidArgumentError } from '../../lib/index.js'
+import { AdmissionKeyError, AdmissionTierError } from '../../lib/gate/errors.js'
 import { show } from '../../lib/validation/show.js'
 
 const BIG = 5 * 1024 * 1024

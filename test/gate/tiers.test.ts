@@ -3,7 +3,8 @@
 // counters. On memory and on Redis alike.
 import t from 'tap'
 import Fastify, { type FastifyRequest } from 'fastify'
-import admission, { AdmissionOptionError, AdmissionTierError } from '../../lib/index.js'
+import admission, { AdmissionOptionError } from '../../lib/index.js'
+import { AdmissionTierError } from '../../lib/gate/errors.js'
 import { limitBackends, manualClock } from './limits-backends.js'
 
 const BACKENDS = await limitBackends(t)

@@ -1,7 +1,8 @@
 import Fastify, { type FastifyInstance } from 'fastify'
 import type { Test } from 'tap'
 import { Registry } from 'prom-client'
-import admission, { type AdmissionMetricsOptions, type AdmissionOptions, type RatesBackend } from '../../lib/index.js'
+import admission, { type AdmissionOptions, type RatesBackend } from '../../lib/index.js'
+import type { AdmissionMetricsOptions } from '../../lib/metrics/options.js'
 import type { Teardown } from './http.js'
 import type { BackendLimiter } from '../../lib/rates/backend.js'
 

@@ -2,7 +2,7 @@ import t from 'tap'
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
 import { Writable } from 'node:stream'
 import Fastify, { type FastifyInstance } from 'fastify'
-import admission, { DECISION_CHANNEL, type AdmissionDecisionEvent, type AdmissionOptions } from '../../lib/index.js'
+import admission, { DECISION_CHANNEL, memoryBackend, type AdmissionDecisionEvent, type AdmissionOptions } from '../../lib/index.js'
 import { decisions } from '../../lib/metrics/events.js'
 import type { Teardown } from '../helpers/http.js'
 import { decision, scriptedBackend } from '../helpers/metrics.js'
@@ -90,7 +90,7 @@ t.test('a backend that cannot decide: unavailable (deny) or admitted with backen
 
 t.test('memory full of live state: unavailable, with the key', async (t) => {
   const seen = listen(t)
-  const app = await appWith(t, { maxIdentities: 1, rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => String(request.headers['x-client']) })
+  const app = await appWith(t, { backend: memoryBackend({ maxIdentities: 1 }), rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => String(request.headers['x-client']) })
   app.get('/a', async () => 'ok')
   await app.inject({ url: '/a', headers: { 'x-client': 'one' } })
   t.equal((await app.inject({ url: '/a', headers: { 'x-client': 'two' } })).statusCode, 503)

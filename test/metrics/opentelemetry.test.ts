@@ -6,7 +6,8 @@ import {
   AggregationTemporality, DataPointType, InMemoryMetricExporter, MeterProvider, MetricReader, PeriodicExportingMetricReader,
   type DataPoint, type Histogram, type MetricData, type ResourceMetrics
 } from '@opentelemetry/sdk-metrics'
-import admission, { type AdmissionOptions, type MetricsMeter } from '../../lib/index.js'
+import admission, { type AdmissionOptions } from '../../lib/index.js'
+import type { MetricsMeter } from '../../lib/metrics/meter.js'
 import type { Teardown } from '../helpers/http.js'
 import { childSequence, decision, flakyBackend, flakyStatuses, heldSequence, metricsApp, scriptedBackend, threeHeld, twoRoots } from '../helpers/metrics.js'
 

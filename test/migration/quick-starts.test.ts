@@ -39,7 +39,7 @@ t.test('@fastify/rate-limit\'s quick start: 100 a minute, then a 429 with the sa
   t.ok(Number(b.last.retryAfter) > 0 && Number(b.last.retryAfter) <= 60, 'Retry-After')
 })
 
-t.test('@fastify/rate-limit\'s setErrorHandler example shapes the 429 with responseBody: \'error\'', async (t) => {
+t.test('@fastify/rate-limit\'s setErrorHandler example shapes the 429 with refusal: \'error\'', async (t) => {
   const shape = (app: FastifyInstance): void => {
     app.setErrorHandler(function (error: { statusCode?: number, message: string }, _request, reply) {
       if (error.statusCode === 429) {
@@ -57,7 +57,7 @@ t.test('@fastify/rate-limit\'s setErrorHandler example shapes the 429 with respo
   const ours = Fastify()
   t.teardown(() => ours.close())
   shape(ours)
-  await ours.register(admission, { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, responseBody: 'error' })
+  await ours.register(admission, { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 60_000 }, refusal: 'error' })
   ours.get('/', async () => 'ok')
   for (const app of [theirs, ours]) await app.inject('/')
   const [a, b] = [await theirs.inject('/'), await ours.inject('/')]

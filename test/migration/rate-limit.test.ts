@@ -186,14 +186,14 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.teardown(() => app.close())
     // The application shapes every error in one handler, the 429 among them.
     app.setErrorHandler((error, _request, reply) => reply.code((error as { statusCode?: number }).statusCode ?? 500).send({ shaped: (error as { code?: string }).code }))
-    await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 }, responseBody: 'error' })
+    await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 }, refusal: 'error' })
     app.get('/', async () => 'ok')
     await app.inject('/')
     const refused = await app.inject('/')
     t.equal(refused.statusCode, 429)
     t.same(refused.json(), { shaped: 'ADMISSION_LIMITED' })
     t.equal(refused.headers['retry-after'], '60')
-    // Without responseBody: 'error' the built-in body is sent and the handler never sees it.
+    // Without refusal: 'error' the built-in body is sent and the handler never sees it.
     let handled = 0
     const direct = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 } }, (app) => {
       app.setErrorHandler((error, _request, reply) => { handled++; return reply.send(error) })
@@ -394,7 +394,7 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
 
   '`cache`': async (t) => {
     await refuses(t, { cache: 5000 }, 'cache')
-    const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 }, maxIdentities: 1, key: (request) => String(request.headers['x-api-key']), onBackendError: 'deny' })
+    const app = await appWith({ rateLimit: { limit: 2, windowMs: 60_000 }, backend: memoryBackend({ maxIdentities: 1 }), key: (request) => String(request.headers['x-api-key']), onBackendError: 'deny' })
     t.teardown(() => app.close())
     t.same(await statuses(app, 1, '/', { 'x-api-key': 'a' }), [200])
     t.same(await statuses(app, 1, '/', { 'x-api-key': 'b' }), [503], 'at the bound a new client is refused, nobody evicted')

@@ -1,11 +1,13 @@
 import t, { type Test } from 'tap'
 import { createRequire } from 'node:module'
 import { inspect } from 'node:util'
+import { AdmissionAllowListError, AdmissionChargeError, AdmissionKeyError, AdmissionScopeError, AdmissionTierError } from '../../lib/gate/errors.js'
 
 // The error classes as published: the built ESM and CJS (reached by the package's own name), where
 // the bundler may rename a class (`class _AdmissionOptionError`) and `name` is `new.target.name`.
 // Every exported error class must keep its real name (on the class and on its instances), its
-// place in the hierarchy and its code. `npm test` builds first.
+// place in the hierarchy and its code. `npm test` builds first. The exported classes are the
+// kinds; the gate's cases of a kind are its subclasses, not exported, told apart by `code`.
 
 type Module = Record<string, unknown>
 type ErrorClass = new (...args: never[]) => Error & { code: string }
@@ -17,11 +19,6 @@ const policy = { algorithm: 'fixed-window', limit: 1, windowMs: 1_000 }
 const concrete: Array<{ name: string, base: string, code: string, make: (X: ErrorClass) => Error }> = [
   { name: 'AdmissionError', base: 'AdmissionError', code: 'SOME_CODE', make: (X) => new (X as unknown as new (c: string, m: string) => Error)('SOME_CODE', 'm') },
   { name: 'AdmissionOptionError', base: 'AdmissionError', code: 'ADMISSION_INVALID_OPTION', make: (X) => new (X as unknown as new (p: string, e: string, v: unknown) => Error)('maxInFlight', 'a number', 'x') },
-  { name: 'AdmissionKeyError', base: 'AdmissionError', code: 'ADMISSION_INVALID_KEY', make: (X) => new (X as unknown as new (v: unknown) => Error)(42) },
-  { name: 'AdmissionAllowListError', base: 'AdmissionError', code: 'ADMISSION_INVALID_ALLOW_LIST_RESULT', make: (X) => new (X as unknown as new (v: unknown) => Error)(Promise.resolve(true)) },
-  { name: 'AdmissionTierError', base: 'AdmissionError', code: 'ADMISSION_UNKNOWN_TIER', make: (X) => new (X as unknown as new (v: unknown, tiers: string[]) => Error)(7, ['free', 'pro']) },
-  { name: 'AdmissionChargeError', base: 'AdmissionError', code: 'ADMISSION_INVALID_CHARGE', make: (X) => new (X as unknown as new (route: string, v: unknown, capacity: number) => Error)('GET /x', 1.5, 100) },
-  { name: 'AdmissionScopeError', base: 'AdmissionError', code: 'ADMISSION_UNGATED_ROUTE', make: (X) => new (X as unknown as new (routes: string[]) => Error)(['GET /x']) },
   { name: 'AdmissionCallbackError', base: 'AdmissionError', code: 'ADMISSION_CALLBACK_FAILED', make: (X) => new (X as unknown as new (c: string, v: unknown) => Error)('key', undefined) },
   { name: 'AdmissionRefusalError', base: 'AdmissionError', code: 'ADMISSION_SHED', make: (X) => new (X as unknown as new (s: number, r: string, n: number, m: string) => Error)(503, 'shed', 1, 'Server is at capacity, retry in 1 second') },
   { name: 'RatesInvalidArgumentError', base: 'RatesError', code: 'RATES_INVALID_ARGUMENT', make: (X) => new (X as unknown as new (p: string, e: string, v: unknown) => Error)('cost', 'one', 0) },
@@ -65,4 +62,32 @@ t.test('ESM: every error class keeps its name, hierarchy and code', async (t) =>
 
 t.test('CJS: every error class keeps its name, hierarchy and code', async (t) => {
   checks(t, createRequire(import.meta.url)('fastify-admission') as Module)
+})
+
+// The cases of a kind, made by the source (as the tests run it) and checked against the built
+// package's kinds: `instanceof` holds across the two copies by the classes' brands.
+const cases: Array<{ name: string, kind: string, code: string, callback?: string, error: Error }> = [
+  { name: 'AdmissionKeyError', kind: 'AdmissionCallbackError', code: 'ADMISSION_INVALID_KEY', callback: 'key', error: new AdmissionKeyError(42, 'a value of type number') },
+  { name: 'AdmissionAllowListError', kind: 'AdmissionCallbackError', code: 'ADMISSION_INVALID_ALLOW_LIST_RESULT', callback: 'allowList', error: new AdmissionAllowListError(Promise.resolve(true)) },
+  { name: 'AdmissionTierError', kind: 'AdmissionCallbackError', code: 'ADMISSION_UNKNOWN_TIER', callback: 'tier', error: new AdmissionTierError(7, ['free', 'pro']) },
+  { name: 'AdmissionChargeError', kind: 'AdmissionCallbackError', code: 'ADMISSION_INVALID_CHARGE', callback: 'charge', error: new AdmissionChargeError('GET /x', 1.5, 100) },
+  { name: 'AdmissionScopeError', kind: 'AdmissionError', code: 'ADMISSION_UNGATED_ROUTE', error: new AdmissionScopeError(['GET /x']) }
+]
+
+t.test('each case is an error of its kind, with its own code, name and value', async (t) => {
+  for (const mod of [await import('fastify-admission') as Module, createRequire(import.meta.url)('fastify-admission') as Module]) {
+    for (const { name, kind, code, callback, error } of cases) {
+      const fields = error as Error & { code: string, callback?: string, statusCode?: number, value?: unknown }
+      t.ok(error instanceof (mod[kind] as ErrorClass), `${name}: instanceof ${kind}`)
+      t.ok(error instanceof (mod['AdmissionError'] as ErrorClass), `${name}: instanceof AdmissionError`)
+      t.notOk(name in mod, `${name} is not exported: its kind is`)
+      t.equal(fields.code, code, `${name}: code`)
+      t.equal(error.name, name, `${name}: the instance's name says the case`)
+      if (callback !== undefined) {
+        t.equal(fields.callback, callback, `${name}: the callback`)
+        t.equal(fields.statusCode, 500, `${name}: a 500 where it fails a request`)
+        t.notOk(Object.keys(error).includes('value'), `${name}: value is not enumerable`)
+      }
+    }
+  }
 })

@@ -67,7 +67,7 @@ t.test('one error class identity across import and require: instanceof holds whi
   t.ok(fromCjs instanceof esm.RatesError)
   t.ok(rates(esm) instanceof cjs.RatesInvalidArgumentError)
   // Every error class of the package is branded, under its own name, in both builds.
-  for (const name of ['AdmissionError', 'AdmissionOptionError', 'AdmissionKeyError', 'AdmissionAllowListError', 'AdmissionTierError', 'AdmissionCallbackError', 'AdmissionScopeError', 'RatesError', 'RatesInvalidArgumentError', 'RatesPolicyConflictError', 'RatesUnavailableError', 'RatesStoppedError'] as const) {
+  for (const name of ['AdmissionError', 'AdmissionOptionError', 'AdmissionCallbackError', 'RatesError', 'RatesInvalidArgumentError', 'RatesPolicyConflictError', 'RatesUnavailableError', 'RatesStoppedError'] as const) {
     for (const mod of [esm, cjs]) {
       t.equal(mod[name].name, name)
       t.equal((mod[name].prototype as unknown as Record<symbol, unknown>)[Symbol.for('fastify-admission.error-class')], `fastify-admission:${name}`, `${name} is branded`)

@@ -52,7 +52,7 @@ t.test('the first signal over, in under-pressure\'s order, is the reason; the te
   const source = scriptedReadings()
   const app = Fastify()
   t.teardown(() => app.close())
-  await app.register(admission, { rateLimit: false, responseBody: 'text', pressure: { ...LIMITS, sampleInterval: 10, readings: source.read } })
+  await app.register(admission, { rateLimit: false, refusal: 'text', pressure: { ...LIMITS, sampleInterval: 10, readings: source.read } })
   app.setNotFoundHandler({ preHandler: app.admission.notFound }, async (_request, reply) => reply.code(404).send('none'))
   app.get('/', async () => 'ok')
   await app.ready()

@@ -5,7 +5,8 @@ import underPressure from '@fastify/under-pressure'
 import createError from '@fastify/error'
 import admission, * as ours from '../../lib/index.js'
 import { TYPE_RSS_BYTES } from '../../lib/index.js'
-import type { AdmissionOptions, PressureOptions } from '../../lib/index.js'
+import type { AdmissionOptions } from '../../lib/index.js'
+import type { PressureOptions } from '../../lib/pressure/options.js'
 import { processReadings } from '../../lib/pressure/signals.js'
 import { scriptedReadings } from '../helpers/pressure.js'
 
@@ -236,7 +237,7 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.same(ourHandled, peerHandled, 'setErrorHandler sees FST_UNDER_PRESSURE on both')
     t.same(peerHandled, ['FST_UNDER_PRESSURE'])
     // The built-in bodies instead.
-    const text = await appWith({ maxRssBytes: 1 }, { responseBody: 'text' })
+    const text = await appWith({ maxRssBytes: 1 }, { refusal: 'text' })
     t.teardown(() => text.close())
     t.equal((await text.inject('/')).body, 'lim rejected')
     const json = await appWith({ maxRssBytes: 1 })

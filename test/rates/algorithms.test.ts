@@ -7,7 +7,8 @@
 import t from 'tap'
 import fc from 'fast-check'
 import Fastify from 'fastify'
-import admission, { memoryBackend, type Algorithm, type RateDecision, type RateLimiter, type RatePolicy } from '../../lib/index.js'
+import admission, { memoryBackend, type RateDecision, type RateLimiter, type RatePolicy } from '../../lib/index.js'
+import type { Algorithm } from '../../lib/core/rates/types.js'
 
 const ALGORITHMS: readonly Algorithm[] = ['token-bucket', 'fixed-window', 'sliding-window-counter', 'gcra']
 const RUNS = Number(process.env.RATES_PROPERTY_RUNS ?? 300)

@@ -3,7 +3,8 @@
 // gate and the rates capability decide alike (one policy language, one mechanism).
 import t, { type Test } from 'tap'
 import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
-import admission, { memoryBackend, type Algorithm, type RatePolicy } from '../../lib/index.js'
+import admission, { memoryBackend, type RatePolicy } from '../../lib/index.js'
+import type { Algorithm } from '../../lib/core/rates/types.js'
 
 const T0 = 1_700_000_000_000 // a multiple of 2500: windows start at T0
 const START = T0 + 100

@@ -2,7 +2,7 @@ import { BlockList, isIP } from 'node:net'
 import type { FastifyRequest } from 'fastify'
 import { gateKey } from '../quotas/client-key.js'
 import { AdmissionAllowListError, AdmissionOptionError } from '../errors.js'
-import { stringList } from '../../validation/checks.js'
+import { exactObject, stringList } from '../../validation/checks.js'
 import { isThenable, settleUnused } from '../../callbacks/contained.js'
 
 /** `allowList` as a function: a truthy result lets the client past the rate limit (as with @fastify/rate-limit). */
@@ -13,6 +13,15 @@ export type AllowListFunction = (request: FastifyRequest, key: string) => unknow
  * function of the request and the client's key.
  */
 export type AllowListOption = readonly string[] | AllowListFunction
+
+/**
+ * The plugin's `allowList` may also say whether the clients on it skip shedding too:
+ * `{ clients, skipsShedding: true }` (default false: a full server sheds everyone).
+ */
+export interface SheddingAllowListOptions {
+  clients: AllowListOption
+  skipsShedding?: boolean
+}
 
 /** Whether a client is on the list: `key` is its key as the gate uses it. Throws only what the application's function throws. */
 export type AllowMatcher = (request: FastifyRequest, key: string) => boolean
@@ -53,6 +62,19 @@ export function allowListOption (path: string, value: unknown, keyed: boolean): 
   const onList = addressList(addresses)
   if (keys.size === 0) return (request) => onList(request.ip)
   return (request, key) => keys.has(key) || onList(request.ip)
+}
+
+const PLUGIN_SHAPE = { keys: ['clients', 'skipsShedding'], expected: `${EXPECTED}, or an object { clients, skipsShedding? }`, nullPrototype: true, options: true }
+
+/**
+ * The plugin's `allowList`: the list (or function) as a route's, or `{ clients, skipsShedding }`.
+ * `skipsShedding` is handed back unchecked: whether it may be true depends on the plugin's `hook`.
+ */
+export function pluginAllowListOption (value: unknown, keyed: boolean): { allowList: AllowMatcher | undefined, skipsShedding: unknown } {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return { allowList: allowListOption('allowList', value, keyed), skipsShedding: undefined }
+  const input = exactObject(AdmissionOptionError.complain, 'allowList', value, PLUGIN_SHAPE)
+  if (input.clients === undefined) throw new AdmissionOptionError('allowList.clients', `${EXPECTED} (the clients on the list)`, undefined)
+  return { allowList: allowListOption('allowList.clients', input.clients, keyed), skipsShedding: input.skipsShedding }
 }
 
 /** Addresses remembered at once by an address list: a bound on its memory, whatever the traffic. */

@@ -5,11 +5,23 @@ import { AdmissionOptionError } from '../errors.js'
 import { DEFAULT_CRITICAL_RESERVE, PRIORITY_NAMES, type PriorityName } from '../release/priority.js'
 
 /**
+ * `maxInFlight: { limit, criticalReserve }`: a fixed limit (or `'auto'`, the no-tuning overload
+ * mode) with the share of it kept for `critical` routes.
+ */
+export interface FixedInFlightOptions {
+  limit: number | 'auto'
+  /** The share of the limit kept for `critical` routes (default 0.2; from 0 to below 1). */
+  criticalReserve?: number
+}
+
+/**
  * `maxInFlight: { adaptive: true }`: the limit follows the latency of the requests it admits
  * (the core's `lib/core/adaptive/limit.ts`). Everything else is optional and starts sane.
  */
 export interface AdaptiveInFlightOptions {
   adaptive: true
+  /** The share of the limit kept for `critical` routes (default 0.2; from 0 to below 1). */
+  criticalReserve?: number
   /** The lowest limit (default 1). */
   min?: number
   /** The highest limit (default 1000). */
@@ -31,6 +43,8 @@ export interface AdaptiveInFlightOptions {
  */
 export interface FleetInFlightOptions {
   fleet: number
+  /** The share of this process's limit kept for `critical` routes (default 0.2; from 0 to below 1). */
+  criticalReserve?: number
   /** How often each process renews its membership and reads the fleet's, ms (default 1 000; 50 to 60 000). */
   refreshMs?: number
   adaptive?: true
@@ -62,8 +76,10 @@ export interface AdaptiveSettings {
 }
 
 const complain = AdmissionOptionError.complain
-const EXPECTED = "'auto', a positive safe integer or false, { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? } or { fleet, refreshMs?, adaptive?, … }"
-const ADAPTIVE_SHAPE = { keys: ['adaptive', 'min', 'max', 'initial', 'tolerance', 'probeIntervalMs'], expected: '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
+const EXPECTED = "'auto', a positive safe integer or false, { limit, criticalReserve? }, { adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs?, criticalReserve? } or { fleet, refreshMs?, adaptive?, …, criticalReserve? }"
+const ADAPTIVE_KEYS = ['adaptive', 'min', 'max', 'initial', 'tolerance', 'probeIntervalMs']
+const ADAPTIVE_SHAPE = { keys: [...ADAPTIVE_KEYS, 'criticalReserve'], expected: '{ adaptive: true, min?, max?, initial?, tolerance?, probeIntervalMs?, criticalReserve? }', nullPrototype: true, options: true }
+const FIXED_SHAPE = { keys: ['limit', 'criticalReserve'], expected: '{ limit, criticalReserve? }', nullPrototype: true, options: true }
 const DEFAULTS = adaptiveLimitOptions()
 /**
  * The gate feeds the controller one sample per window of a round trip, each already a mean of
@@ -90,7 +106,7 @@ function adaptiveOption (path: string, value: object): AdaptiveSettings {
   return Object.freeze({ adaptive: true, limit: adaptiveLimitOptions({ min, max, initial, tolerance, probeIntervalMs, fastWeight: WINDOW_FAST_WEIGHT }) })
 }
 
-const FLEET_SHAPE = { keys: ['fleet', 'refreshMs', ...ADAPTIVE_SHAPE.keys], expected: '{ fleet, refreshMs?, adaptive?, min?, max?, initial?, tolerance?, probeIntervalMs? }', nullPrototype: true, options: true }
+const FLEET_SHAPE = { keys: ['fleet', 'refreshMs', ...ADAPTIVE_SHAPE.keys], expected: '{ fleet, refreshMs?, adaptive?, min?, max?, initial?, tolerance?, probeIntervalMs?, criticalReserve? }', nullPrototype: true, options: true }
 const DEFAULT_REFRESH_MS = 1000
 
 function fleetOption (path: string, value: object): FleetSettings {
@@ -98,7 +114,7 @@ function fleetOption (path: string, value: object): FleetSettings {
   const fleet = positiveInteger(complain, `${path}.fleet`, input.fleet, 'a positive safe integer: requests in flight at once across every process of the fleet')
   const refreshMs = input.refreshMs === undefined ? DEFAULT_REFRESH_MS : numberInRange(complain, `${path}.refreshMs`, input.refreshMs, 50, 60_000, 'an integer from 50 to 60000 (ms)')
   if (!Number.isInteger(refreshMs)) throw new AdmissionOptionError(`${path}.refreshMs`, 'an integer from 50 to 60000 (ms)', refreshMs)
-  const { fleet: _fleet, refreshMs: _refresh, ...rest } = input
+  const { fleet: _fleet, refreshMs: _refresh, criticalReserve: _reserve, ...rest } = input
   const adaptiveKeys = Object.keys(rest).filter((key) => (rest as Record<string, unknown>)[key] !== undefined)
   let adaptive: AdaptiveSettings | undefined
   if (input.adaptive !== undefined || adaptiveKeys.length > 0) {
@@ -108,28 +124,47 @@ function fleetOption (path: string, value: object): FleetSettings {
   return Object.freeze({ fleet, refreshMs, ttlMs: 3 * refreshMs, adaptive })
 }
 
-/**
- * The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default), the adaptive
- * one, or a fleet's; `'auto'` is the adaptive one with its defaults (the registration adds
- * queueing-delay shedding to it unless `queueDelay` says otherwise).
- */
-export function inFlightOption (path: string, value: unknown): number | false | AdaptiveSettings | FleetSettings {
-  if (value === undefined || value === false) return false
-  if (value === 'auto') return adaptiveOption(path, { adaptive: true })
-  if (typeof value === 'object' && value !== null && !types.isProxy(value) && Object.hasOwn(value, 'fleet')) return fleetOption(path, value)
-  // An object that says `adaptive` (or a Proxy, which the toolkit refuses unread) is the adaptive
-  // option; any other value is a number that is not one.
-  if (typeof value === 'object' && value !== null && (types.isProxy(value) || Object.hasOwn(value, 'adaptive'))) return adaptiveOption(path, value)
-  return positiveInteger(complain, path, value, EXPECTED)
+/** The plugin's in-flight gate: its limit, the share of it kept for `critical` routes, and whether it is `'auto'`. */
+export interface InFlightChoice {
+  readonly limit: number | false | AdaptiveSettings | FleetSettings
+  readonly criticalReserve: number
+  /** The no-tuning overload mode: the registration adds queueing-delay shedding unless `queueDelay` says otherwise. */
+  readonly auto: boolean
 }
 
-/** The share of the in-flight limit kept for `critical` routes: in [0, 1); only with a `maxInFlight`. */
-export function criticalReserveOption (value: unknown, gated: boolean): number {
-  // Without a gate there is nothing to reserve: 0, not a default that would mean nothing.
-  if (value === undefined) return gated ? DEFAULT_CRITICAL_RESERVE : 0
-  const share = numberInRange(complain, 'criticalReserve', value, 0, 1, 'a share of the in-flight limit, from 0 to below 1', true)
-  if (!gated) throw new AdmissionOptionError('criticalReserve', 'unset when there is no `maxInFlight` (it is a share of that limit)', value)
-  return share
+const has = (value: unknown, key: string): boolean => typeof value === 'object' && value !== null && !types.isProxy(value) && Object.hasOwn(value, key)
+
+/**
+ * The plugin's `maxInFlight`: a fixed limit, `false` (no shedding, the default), the adaptive
+ * one, or a fleet's; `'auto'` is the adaptive one with its defaults. An object form may say
+ * `criticalReserve`, the share of the limit kept for `critical` routes: a share of that limit,
+ * so it is written with it (`{ limit: 100, criticalReserve: 0.1 }`).
+ */
+export function inFlightOption (path: string, value: unknown): InFlightChoice {
+  if (value === undefined || value === false) return { limit: false, criticalReserve: 0, auto: false }
+  if (value === 'auto') return { limit: adaptiveOption(path, { adaptive: true }), criticalReserve: DEFAULT_CRITICAL_RESERVE, auto: true }
+  if (has(value, 'limit')) {
+    const input = exactObject(complain, path, value, FIXED_SHAPE)
+    const auto = input.limit === 'auto'
+    const limit = auto ? adaptiveOption(path, { adaptive: true }) : positiveInteger(complain, `${path}.limit`, input.limit, "a positive safe integer or 'auto'")
+    return { limit, criticalReserve: criticalReserveOption(`${path}.criticalReserve`, input.criticalReserve), auto }
+  }
+  // An object that says `adaptive` (or a Proxy, which the toolkit refuses unread) is the adaptive
+  // option; any other value is a number that is not one. The form's own check has read the object
+  // (no getter, no Proxy), so its `criticalReserve` is a plain data property.
+  const limit = has(value, 'fleet')
+    ? fleetOption(path, value as object)
+    : typeof value === 'object' && value !== null && (types.isProxy(value) || Object.hasOwn(value, 'adaptive'))
+      ? adaptiveOption(path, value)
+      : positiveInteger(complain, path, value, EXPECTED)
+  const reserve = typeof limit === 'object' ? (Object.getOwnPropertyDescriptor(value as object, 'criticalReserve')?.value as unknown) : undefined
+  return { limit, criticalReserve: criticalReserveOption(`${path}.criticalReserve`, reserve), auto: false }
+}
+
+/** The share of the in-flight limit kept for `critical` routes: in [0, 1). */
+function criticalReserveOption (path: string, value: unknown): number {
+  if (value === undefined) return DEFAULT_CRITICAL_RESERVE
+  return numberInRange(complain, path, value, 0, 1, 'a share of the in-flight limit, from 0 to below 1', true)
 }
 
 /** A route's `priority`: only where the plugin has a global in-flight gate for it to act on. */

@@ -4,9 +4,10 @@ import type { Algorithm, PenaltyOption, Policy } from '../../core/rates/types.js
 import type { RatesBackend } from '../../rates/backend.js'
 import type { PressureOptions, PressureSettings, QueueDelayOptions, QueueDelaySettings } from '../../pressure/options.js'
 import type { AdmissionMetricsOptions, MetricsSettings } from '../../metrics/options.js'
-import type { AdaptiveInFlightOptions, AdaptiveSettings, FleetInFlightOptions, FleetSettings } from './in-flight-options.js'
+import type { AdaptiveInFlightOptions, AdaptiveSettings, FixedInFlightOptions, FleetInFlightOptions, FleetSettings } from './in-flight-options.js'
 import type { PriorityName } from '../release/priority.js'
-import type { AllowListOption, AllowMatcher } from './allow-list.js'
+import type { AllowListOption, SheddingAllowListOptions, AllowMatcher } from './allow-list.js'
+import type { RefusalBody, RefusalOptions } from './refusal-options.js'
 import type { ErrorResponseBuilder } from './error-response.js'
 import type { Limits } from './limits.js'
 import type { CountMode, FailedResponse } from '../plan/login-attempts.js'
@@ -69,7 +70,7 @@ export interface AdmissionRouteOptions {
   cost?: number
   /**
    * This route's priority at the plugin's in-flight gate (default `'normal'`): under pressure
-   * `sheddable` goes first, and `critical` keeps `criticalReserve` of the limit.
+   * `sheddable` goes first, and `critical` keeps the plugin's `maxInFlight.criticalReserve` of it.
    */
   priority?: PriorityName
   /** Routes naming the same group share one quota (the route's `rateLimit`, else the plugin's; the same in every route of the group). */
@@ -115,11 +116,11 @@ export interface AdmissionOptions {
    * Requests in flight at once before new ones are shed with 503; `false` (the default): no
    * shedding; `{ adaptive: true }`: a limit that follows the latency of the admitted requests;
    * `'auto'`: the no-tuning overload mode — that adaptive limit and `queueDelay: true` (unless
-   * `queueDelay` is given).
+   * `queueDelay` is given); `{ fleet }`: a limit for the whole fleet. An object form takes
+   * `criticalReserve`, the share of the limit kept for `critical` routes (default 0.2):
+   * `{ limit: 100, criticalReserve: 0.1 }`.
    */
-  maxInFlight?: 'auto' | number | false | AdaptiveInFlightOptions | FleetInFlightOptions
-  /** The share of the in-flight limit kept for `critical` routes (default 0.2; from 0 to below 1). */
-  criticalReserve?: number
+  maxInFlight?: 'auto' | number | false | FixedInFlightOptions | AdaptiveInFlightOptions | FleetInFlightOptions
   /**
    * At most this many long-lived connections at once (websockets, event streams, replies marked
    * long-lived), apart from `maxInFlight`: beyond it a long-lived route's request is refused 503.
@@ -132,30 +133,20 @@ export interface AdmissionOptions {
   rateLimit?: RateLimitOption | false
   /** Tokens one request takes (default 1). */
   cost?: number
-  /** Status of a rate-limited request: 429 (the default) or 503 (the seed's v1 wire format). */
-  limitStatusCode?: 429 | 503
   /**
-   * Body of a refusal: `'json'` (the default), `'text'` (`lim rejected`, 12 bytes), `'problem'`
-   * (RFC 9457 `application/problem+json` with the RateLimit draft's problem types) or `'error'`:
-   * an `AdmissionRefusalError` handed to Fastify's error handling (`setErrorHandler`, `onError`),
-   * as @fastify/rate-limit does (then no refusal is written from bytes: `fastRefusals` is false).
+   * How the gate writes its built-in refusals: a body (`'json'`, the default; `'text'`;
+   * `'problem'`; `'error'`, handed to Fastify's error handling), or `{ body, limitStatusCode, fast }`.
+   * A refusal of the application's own is `errorResponseBuilder`.
    */
-  responseBody?: 'json' | 'text' | 'problem' | 'error'
-  /**
-   * Which built-in refusals are written from precomputed bytes on the raw response, past Fastify's
-   * reply (no serializer, `onSend` hook or error handler runs for them; `onResponse` hooks and the
-   * request log still see them): `'shed'` (the default: the 503s of a full gate, queueing delay and
-   * pressure — under a flood these are the work), `'all'` (rate-limit refusals and the backend's
-   * 503 too) or `false` (every refusal through Fastify's reply; the default with
-   * `responseBody: 'error'`). A route with an `errorResponseBuilder` always refuses through it.
-   */
-  fastRefusals?: 'shed' | 'all' | false
+  refusal?: RefusalBody | RefusalOptions
   /** Builds the refusal (429 or 503) the application wants, sent through Fastify's error handling; `Retry-After` stays the gate's. */
   errorResponseBuilder?: ErrorResponseBuilder
-  /** Clients that skip the rate limit: keys, IP addresses and CIDR ranges, or a synchronous `(request, key) => boolean`. */
-  allowList?: AllowListOption
-  /** Whether clients on the allow list skip shedding too (default false: a full server sheds everyone). */
-  allowListSkipsShedding?: boolean
+  /**
+   * Clients that skip the rate limit: keys, IP addresses and CIDR ranges, or a synchronous
+   * `(request, key) => boolean`; `{ clients, skipsShedding: true }` lets them skip shedding too
+   * (default: a full server sheds everyone).
+   */
+  allowList?: AllowListOption | SheddingAllowListOptions
   /** Where the rate check runs: `'onRequest'` (the default) or `'preHandler'` (after authentication: `key(request)` can read `request.user`). */
   hook?: AdmissionHook
   /** `false`: shadow mode — decide, count, log and set headers, never refuse (default true). */
@@ -170,12 +161,7 @@ export interface AdmissionOptions {
   key?: (request: FastifyRequest) => string
   /** Prefix length that groups IPv6 clients (default 56). */
   ipv6Subnet?: number
-  /**
-   * Clients tracked at once per limiter by the default memory backend (default: the environment
-   * variable `RATES_MAX_IDENTITIES`, else 1 000 000); live state is never evicted.
-   */
-  maxIdentities?: number
-  /** Where quotas live; default `memoryBackend()`. */
+  /** Where quotas live; default `memoryBackend()` (`memoryBackend({ maxIdentities })` bounds the clients it tracks). */
   backend?: RatesBackend
   /**
    * When the backend cannot decide (Redis down or slow, memory full of live state): `'deny'`
@@ -246,7 +232,6 @@ export interface Settings {
   readonly ipv6Subnet: number
   /** The backend given, or undefined for the default memory backend. */
   readonly backend: RatesBackend | undefined
-  readonly maxIdentities: number | undefined
   readonly onBackendError: 'deny' | 'allow'
   readonly version: string | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined

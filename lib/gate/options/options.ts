@@ -10,8 +10,10 @@ import { pressureSettings, queueDelaySettings } from '../../pressure/options.js'
 import { metricsOption } from '../../metrics/options.js'
 import { POLICY_SHAPE } from '../../rates/policy.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../../validation/checks.js'
-import { criticalReserveOption, inFlightOption, priorityOption } from './in-flight-options.js'
-import { allowListOption } from './allow-list.js'
+import { inFlightOption, priorityOption } from './in-flight-options.js'
+import { allowListOption, pluginAllowListOption } from './allow-list.js'
+import { refusalOption } from './refusal-options.js'
+import { REMOVED_HINTS } from './removed-options.js'
 import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
 import { PLUGIN_HINTS, ROUTE_HINTS } from './peer-options.js'
@@ -23,12 +25,12 @@ export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
 const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'criticalReserve', 'maxLongLived', 'permitWarningMs', 'allowListSkipsShedding', 'limitStatusCode', 'responseBody', 'fastRefusals', 'headers', 'key', 'ipv6Subnet', 'maxIdentities', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
 const complain = AdmissionOptionError.complain
-const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true, hints: PLUGIN_HINTS }
+const OPTIONS_SHAPE = { keys: [...PLUGIN_KEYS, ...REGISTER_KEYS], expected: 'an options object', nullPrototype: true, options: true, hints: { ...PLUGIN_HINTS, ...REMOVED_HINTS } }
 const ROUTE_SHAPE = { keys: ROUTE_KEYS, expected: `an object { ${ROUTE_KEYS.map((key) => `${key}?`).join(', ')} } or false`, nullPrototype: true, options: true, hints: ROUTE_HINTS }
 
 function positiveInteger (path: string, value: unknown): number {
@@ -79,10 +81,9 @@ function isBackend (value: unknown): value is RatesBackend {
     typeof candidate.limiter === 'function' && typeof candidate.stop === 'function'
 }
 
-function backendOption (value: unknown, maxIdentities: unknown): RatesBackend | undefined {
+function backendOption (value: unknown): RatesBackend | undefined {
   if (value === undefined) return undefined
   if (!isBackend(value)) throw new AdmissionOptionError('backend', 'a backend { kind, limiter(), stop() } such as memoryBackend() or redisBackend() make', value)
-  if (maxIdentities !== undefined) throw new AdmissionOptionError('maxIdentities', 'unset when `backend` is given (set it on the backend)', maxIdentities)
   return value
 }
 
@@ -120,48 +121,39 @@ function headersOption (value: unknown): { headers: boolean, partitionKey: Parti
 export function validateOptions (options: unknown): Settings {
   const input = exactObject(complain, 'options', options ?? {}, OPTIONS_SHAPE)
   const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', input.rateLimit)
-  const statusCode = input.limitStatusCode === undefined ? 429 : input.limitStatusCode
-  if (statusCode !== 429 && statusCode !== 503) throw new AdmissionOptionError('limitStatusCode', '429 or 503', statusCode)
-  const body = input.responseBody === undefined ? 'json' : input.responseBody
-  if (body !== 'json' && body !== 'text' && body !== 'problem' && body !== 'error') throw new AdmissionOptionError('responseBody', "'json', 'text', 'problem' or 'error'", body)
-  const fast = input.fastRefusals === undefined ? (body === 'error' ? false : 'shed') : input.fastRefusals
-  if (fast !== 'shed' && fast !== 'all' && fast !== false) throw new AdmissionOptionError('fastRefusals', "'shed' (the default), 'all' or false", fast)
-  if (body === 'error' && fast !== false) throw new AdmissionOptionError('fastRefusals', "false or unset with responseBody: 'error' (a refusal handed to the error handler is not written from bytes)", fast)
+  const refusal = refusalOption(input.refusal)
   const { headers, partitionKey } = headersOption(input.headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
   const inFlight = inFlightOption('maxInFlight', input.maxInFlight)
   const key = keyOption(input.key)
   const hook = hookOption('hook', input.hook, 'onRequest', false)
-  const allowList = allowListOption('allowList', input.allowList, key !== undefined)
+  const { allowList, skipsShedding } = pluginAllowListOption(input.allowList, key !== undefined)
   return Object.freeze({
-    maxInFlight: inFlight,
-    criticalReserve: criticalReserveOption(input.criticalReserve, inFlight !== false),
+    maxInFlight: inFlight.limit,
+    criticalReserve: inFlight.criticalReserve,
     maxLongLived: boundOrFalse('maxLongLived', input.maxLongLived),
     permitWarningMs: boundOrFalse('permitWarningMs', input.permitWarningMs, DEFAULT_PERMIT_WARNING_MS),
     rateLimit,
     cost: costOption(input.cost, rateLimit),
-    limitStatusCode: statusCode,
-    responseBody: body,
-    fastRefusals: fast,
+    ...refusal,
     errorResponseBuilder: builderOption('errorResponseBuilder', input.errorResponseBuilder),
     allowList,
-    allowListSkipsShedding: skipsSheddingOption('allowListSkipsShedding', input.allowListSkipsShedding, allowList !== undefined, hook),
+    allowListSkipsShedding: skipsSheddingOption('allowList.skipsShedding', skipsShedding, hook),
     hook,
     enforce: booleanOption('enforce', input.enforce, true),
     headers,
     partitionKey,
     key,
     ipv6Subnet,
-    backend: backendOption(input.backend, input.maxIdentities),
+    backend: backendOption(input.backend),
     onBackendError: backendErrorPolicy('onBackendError', input.onBackendError, 'deny'),
     version: versionOption(input.version),
-    maxIdentities: input.maxIdentities === undefined ? undefined : positiveInteger('maxIdentities', input.maxIdentities),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
     onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
     pressure: pressureSettings(input.pressure),
     // `maxInFlight: 'auto'` is the no-tuning overload mode: the adaptive limit and queueing-delay shedding.
-    queueDelay: queueDelaySettings(input.queueDelay === undefined && input.maxInFlight === 'auto' ? true : input.queueDelay),
+    queueDelay: queueDelaySettings(input.queueDelay === undefined && inFlight.auto ? true : input.queueDelay),
     metrics: metricsOption(input.metrics)
   })
 }

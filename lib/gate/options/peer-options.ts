@@ -23,7 +23,7 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
   redis: here(RATE_LIMIT, 'redis', '`backend: redisBackend({ client })`'),
   nameSpace: here(RATE_LIMIT, 'nameSpace', '`backend: redisBackend({ client, prefix })`'),
   skipOnError: here(RATE_LIMIT, 'skipOnError', "`onBackendError: 'allow'`"),
-  cache: here(RATE_LIMIT, 'cache', '`maxIdentities` (live state is never evicted)'),
+  cache: here(RATE_LIMIT, 'cache', '`backend: memoryBackend({ maxIdentities })` (live state is never evicted)'),
   global: here(RATE_LIMIT, 'global', '`rateLimit: false` (no plugin-wide limit), with `config.admission.rateLimit` on the routes that need one'),
   groupId: here(RATE_LIMIT, 'groupId', "a route's option, `config.admission.groupId`"),
   onExceeded: here(RATE_LIMIT, 'onExceeded', '`onLimit(request, retryAfterMs)`'),
@@ -35,8 +35,8 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
   addHeaders: here(RATE_LIMIT, 'addHeaders', '`headers` (true or false: the IETF draft\'s RateLimit-Policy and RateLimit fields)'),
   addHeadersOnExceeding: here(RATE_LIMIT, 'addHeadersOnExceeding', '`headers` (true or false: the IETF draft\'s RateLimit-Policy and RateLimit fields)'),
   enableDraftSpec: `${RATE_LIMIT}'s \`enableDraftSpec\` is always on here, as the IETF draft 11's fields (\`headers: false\` for none)`,
-  message: `${UNDER_PRESSURE}'s \`message\` is \`errorResponseBuilder\` here (the body of every refusal), or \`responseBody\``,
-  customError: `${UNDER_PRESSURE}'s \`customError\` is \`errorResponseBuilder\` here (the body of every refusal), or \`responseBody\``,
+  message: `${UNDER_PRESSURE}'s \`message\` is \`errorResponseBuilder\` here (the body of every refusal), or \`refusal\` (a built-in body)`,
+  customError: `${UNDER_PRESSURE}'s \`customError\` is \`errorResponseBuilder\` here (the body of every refusal), or \`refusal\` (a built-in body)`,
   eventLoopUtilizationMode: `${UNDER_PRESSURE}'s \`eventLoopUtilizationMode\` is always 'interval' here (\`pressure: { maxEventLoopUtilization }\`)`,
   ...Object.fromEntries(PRESSURE_KEYS.map((key) => [key, `${UNDER_PRESSURE}'s options go in \`pressure\` here: \`pressure: { ${key} }\``]))
 })

@@ -3,7 +3,7 @@ import { AdmissionOptionError } from '../errors.js'
 import type { AdmissionHook } from './option-types.js'
 
 /**
- * The options that choose which hooks a route gets (`hook`, `enforce`, `allowListSkipsShedding`)
+ * The options that choose which hooks a route gets (`hook`, `enforce`, `allowList.skipsShedding`)
  * and which quota it takes from (`groupId`), checked once, at registration or at the route.
  */
 
@@ -13,19 +13,19 @@ export function booleanOption (path: string, value: unknown, fallback: boolean):
   return value
 }
 
-/** `skipsShedding`: the plugin's `allowListSkipsShedding`, which needs the allow list in `onRequest`. */
+/** `skipsShedding`: the plugin's `allowList.skipsShedding`, which needs the allow list in `onRequest`. */
 export function hookOption (path: string, value: unknown, fallback: AdmissionHook, skipsShedding: boolean): AdmissionHook {
   if (value === undefined) return fallback
   if (value !== 'onRequest' && value !== 'preHandler') throw new AdmissionOptionError(path, "'onRequest' or 'preHandler'", value)
   if (value === 'preHandler' && skipsShedding) {
-    throw new AdmissionOptionError(path, "'onRequest' while allowListSkipsShedding is true (the allow list decides before shedding, which stays in onRequest)", value)
+    throw new AdmissionOptionError(path, "'onRequest' while allowList.skipsShedding is true (the allow list decides before shedding, which stays in onRequest)", value)
   }
   return value
 }
 
-export function skipsSheddingOption (path: string, value: unknown, hasAllowList: boolean, hook: AdmissionHook): boolean {
+/** `allowList.skipsShedding`: the list decides before shedding, in `onRequest`, so not with `hook: 'preHandler'`. */
+export function skipsSheddingOption (path: string, value: unknown, hook: AdmissionHook): boolean {
   const skips = booleanOption(path, value, false)
-  if (skips && !hasAllowList) throw new AdmissionOptionError(path, 'absent or false without an allowList', value)
   if (skips && hook === 'preHandler') {
     throw new AdmissionOptionError(path, "false with hook 'preHandler' (the allow list would decide before shedding, in onRequest, before authentication)", value)
   }

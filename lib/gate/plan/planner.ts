@@ -70,7 +70,7 @@ export interface PlanParts {
   readonly keyOf: (request: FastifyRequest) => string
   readonly allowListSkipsShedding: boolean
   readonly responseBody: 'json' | 'text' | 'problem' | 'error'
-  /** Which built-in refusals are written from precomputed bytes (`fastRefusals`). */
+  /** Which built-in refusals are written from precomputed bytes (`refusal.fast`). */
   readonly fastRefusals: 'shed' | 'all' | false
   readonly log: FastifyBaseLogger
 }

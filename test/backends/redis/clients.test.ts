@@ -16,13 +16,9 @@ import { clientShape, scriptCall } from '../../../lib/backends/redis/redis-clien
 import { RatesInvalidArgumentError, RatesUnavailableError } from '../../../lib/rates/errors.js'
 import {
   admission,
-  redisBackend,
-  type NodeRedisScriptClient,
-  type NodeRedisScriptOptions,
-  type RedisBackendClient,
-  type RedisClientShape,
-  type RedisScriptClient
+  redisBackend
 } from '../../../lib/index.js'
+import type { NodeRedisScriptClient, NodeRedisScriptOptions, RedisBackendClient, RedisClientShape, RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 import { counting, deleteKeys, keysUnder, redisServerMissing, sharedRedis, startPrivateServer, uniquePrefix } from './helpers.js'
 import { stallProxy } from './stall-proxy.js'
 

@@ -6,7 +6,9 @@
 // in stats, the in-flight slot given back every time.
 import Fastify, { type FastifyInstance } from 'fastify'
 import t, { type Test } from 'tap'
-import { admission, redisBackend, type AdmissionStats, type GateCounters, type RedisScriptClient } from '../../../lib/index.js'
+import { admission, redisBackend, type AdmissionStats } from '../../../lib/index.js'
+import type { GateCounters } from '../../../lib/gate/stats.js'
+import type { RedisScriptClient } from '../../../lib/backends/redis/redis-backend.js'
 import { DECIDE_SHA } from '../../../lib/backends/redis/decide-script.js'
 
 type Reply = () => Promise<unknown>

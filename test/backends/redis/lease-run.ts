@@ -2,7 +2,8 @@
 // cluster.test.ts): several backends, each its own client (processes, as far as Redis can tell),
 // on one hot identity.
 import type { Test } from 'tap'
-import { redisBackend, type RedisBackendClient } from '../../../lib/index.js'
+import { redisBackend } from '../../../lib/index.js'
+import type { RedisBackendClient } from '../../../lib/backends/redis/redis-backend.js'
 import { normalizePolicy } from '../../../lib/rates/policy.js'
 import { windowAround } from './children.js'
 
