@@ -19,7 +19,7 @@ export { DECISION_CHANNEL } from './metrics/events.js'
 export type { AdmissionDecisionEvent } from './metrics/events.js'
 // @fastify/under-pressure's names for its signals (docs/migration/under-pressure.md).
 export { TYPE_EVENT_LOOP_DELAY, TYPE_EVENT_LOOP_UTILIZATION, TYPE_HEALTH_CHECK, TYPE_HEAP_USED_BYTES, TYPE_RSS_BYTES } from './pressure/signals.js'
-export { normalizeIP } from './gate/quotas/client-key.js'
+export { normalizeIP } from './gate/client-key.js'
 
 // Errors, by kind; `code` tells the cases of a kind apart (docs/errors.md).
 export { AdmissionError, AdmissionOptionError, AdmissionCallbackError, AdmissionRefusalError } from './gate/errors.js'

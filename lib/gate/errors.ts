@@ -3,7 +3,9 @@ import { AdmissionCallbackError } from '../callbacks/callback-error.js'
 import { AdmissionError } from '../validation/errors.js'
 import { brandError } from '../validation/brand.js'
 import { show } from '../validation/show.js'
-import type { RefusalReason } from './outcomes/refusal-text.js'
+
+/** Why the gate refuses a request. */
+export type RefusalReason = 'limited' | 'shed' | 'unavailable'
 
 export { show, AdmissionCallbackError }
 

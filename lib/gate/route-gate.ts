@@ -2,7 +2,7 @@ import type { Policy } from '../core/rates/types.js'
 import type { CountedGate, GateCounters } from '../metrics/counters.js'
 import { newCounters } from '../metrics/counters.js'
 import type { BackendLimiter } from '../rates/backend.js'
-import { policyHeader, quotaOf, rateLimitStart } from './quotas/headers.js'
+import { policyHeader, quotaOf, rateLimitStart } from './headers/rate-limit-fields.js'
 import { StackedQuota } from './quotas/stacked-quota.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 

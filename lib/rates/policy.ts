@@ -1,4 +1,5 @@
 import type { Algorithm, Penalty, Policy } from '../core/rates/types.js'
+import { ceilDiv } from '../core/rates/arithmetic.js'
 import { exactObject, positiveInteger, type Complain } from '../validation/checks.js'
 import { RatesInvalidArgumentError } from './errors.js'
 
@@ -181,4 +182,20 @@ export function chargeProblem (policy: Policy): string | undefined {
     formula = '3 * limit'
   }
   return value > MAX_SAFE ? `${formula} = ${value}, above ${Number.MAX_SAFE_INTEGER}: a debt of one capacity would not stay exact` : undefined
+}
+
+/**
+ * The quota a client can plan from (IETF httpapi-ratelimit-headers, draft 11): `q` units within
+ * `w` seconds. `q` is the policy's capacity, what a client at rest may send at once: `burst` for
+ * token-bucket and gcra, `limit` for the window algorithms. `w` is the time that whole quota takes
+ * to come back, rounded up to a second: `burst` at `limit` per `windowMs` for the first two, one
+ * window for the others. Rounding up only ever understates the rate, so a client that paces
+ * itself at q per w is never refused for it; and `r` (what remains) is never above `q`.
+ */
+export function quotaOf (policy: Policy): { quota: number, windowSeconds: number } {
+  const quota = capacityOf(policy)
+  const refillMs = policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra'
+    ? ceilDiv(quota * policy.windowMs, policy.limit)
+    : policy.windowMs
+  return { quota, windowSeconds: Math.max(1, ceilDiv(refillMs, 1000)) }
 }

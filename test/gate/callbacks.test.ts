@@ -309,6 +309,21 @@ for (const backend of BACKENDS) {
     t.equal((await app.inject('/')).statusCode, 200, 'the handler\'s promise, then on through the quota')
     t.equal((await app.inject('/')).statusCode, 500, 'refused by the quota, whose log line throws')
   })
+
+  t.test(`${backend}: an async pressureHandler that rejects, logged by a logger that throws: a 500, nothing unhandled`, async (t) => {
+    const noop = (): void => {}
+    const logger = { level: 'debug', fatal: noop, error: (): void => { throw new Error('logger bug') }, warn: noop, info: noop, trace: noop, debug: noop, child: (): unknown => logger }
+    const app = Fastify({ loggerInstance: logger as unknown as FastifyInstance['log'] })
+    t.teardown(() => app.close())
+    await app.register(admission, {
+      rateLimit: POLICY,
+      ...(backend === 'redis' ? { backend: scriptedRedis() } : {}),
+      pressure: { maxHeapUsedBytes: 10, readings: () => ({ eventLoopDelay: 0, eventLoopUtilization: 0, heapUsedBytes: 11, rssBytes: 0 }), pressureHandler: async () => { throw new Error('handler bug') } }
+    })
+    app.get('/', async () => 'ok')
+    t.equal((await app.inject('/')).statusCode, 500, 'the failure\'s log line throws in the promise\'s continuation: answered, not left hanging')
+    t.equal(app.admission.stats().inFlight, 0, 'nothing held')
+  })
 }
 
 t.test('a stack deciding by promise whose decision has no policies: the backend cannot decide (503), not a crash', async (t) => {

@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify'
-import { clientKey, gateKey } from '../../lib/gate/quotas/client-key.js'
+import { clientKey, gateKey } from '../../lib/gate/client-key.js'
 import { AdmissionKeyError } from '../../lib/gate/errors.js'
 import { thrown } from '../helpers/errors.js'
 import admission, { AdmissionOptionError, normalizeIP } from '../../lib/index.js'

@@ -1,6 +1,6 @@
 import t from 'tap'
 import Fastify from 'fastify'
-import { allowedOrigin, exposeToBrowsers } from '../../lib/gate/quotas/headers.js'
+import { allowedOrigin, exposeToBrowsers } from '../../lib/gate/headers/rate-limit-fields.js'
 
 // The origin is read from Fastify's own headers object when the reply has it, else through
 // `getHeader` (a reply of another copy of Fastify, or anything shaped like one).

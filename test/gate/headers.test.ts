@@ -1,5 +1,5 @@
 import t from 'tap'
-import { policyHeader, rateLimitHeader, rateLimitList, rateLimitStart } from '../../lib/gate/quotas/headers.js'
+import { policyHeader, rateLimitHeader, rateLimitList, rateLimitStart } from '../../lib/gate/headers/rate-limit-fields.js'
 import { MemoryLimiter, ADMITTED, LIMITED } from '../../lib/backends/memory/memory-limiter.js'
 import fc from 'fast-check'
 import { kernelOf, type Algorithm, type Policy } from '../../lib/core/rates/index.js'

@@ -7,7 +7,7 @@ import fc from 'fast-check'
 import { parseItem, parseList } from 'structured-headers'
 import { kernelFor, type Policy } from '../../lib/core/rates/index.js'
 import { capacityOf, normalizePolicy } from '../../lib/rates/policy.js'
-import { policyHeader, quotaOf, rateLimitHeader, rateLimitStart } from '../../lib/gate/quotas/headers.js'
+import { policyHeader, quotaOf, rateLimitHeader, rateLimitStart } from '../../lib/gate/headers/rate-limit-fields.js'
 import { retrySeconds } from '../../lib/gate/outcomes/refusal-text.js'
 
 const policyArb: fc.Arbitrary<Policy> = fc.record({

@@ -8,7 +8,7 @@ import {
   LIST_SEPARATOR, MAX_INTEGER, StructuredFieldError, serializeBareItem, serializeBoolean, serializeByteSequence, serializeInteger,
   serializeItem, serializeItemStarts, serializeKey, serializeList, serializeParameters, serializeString, serializeToken,
   type BareItem, type Item, type Parameter, type StructuredFieldErrorCode
-} from '../../lib/gate/quotas/structured-fields.js'
+} from '../../lib/gate/headers/structured-fields.js'
 import { thrown } from '../helpers/errors.js'
 
 /** The error `fn` throws, which must be a StructuredFieldError with `code`. */

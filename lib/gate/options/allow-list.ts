@@ -1,6 +1,6 @@
 import { BlockList, isIP } from 'node:net'
 import type { FastifyRequest } from 'fastify'
-import { gateKey } from '../quotas/client-key.js'
+import { gateKey } from '../client-key.js'
 import { AdmissionAllowListError, AdmissionOptionError } from '../errors.js'
 import { exactObject, stringList } from '../../validation/checks.js'
 import { isThenable, settleUnused } from '../../callbacks/contained.js'

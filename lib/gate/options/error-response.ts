@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../../core/rates/types.js'
 import { optionalFunction } from '../../validation/checks.js'
 import { AdmissionOptionError } from '../errors.js'
-import type { RefusalReason } from '../outcomes/refusal-text.js'
+import type { RefusalReason } from '../errors.js'
 
 /** What `errorResponseBuilder` is told about a refusal. */
 export interface AdmissionRefusalContext {

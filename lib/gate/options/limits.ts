@@ -4,7 +4,7 @@ import { normalizePolicy, samePolicy } from '../../rates/policy.js'
 import { MAX_STACK_POLICIES, PENALTY_ALONE, stackCapacity } from '../../rates/policy-stack.js'
 import { exactList, exactObject, memberPath } from '../../validation/checks.js'
 import { AdmissionOptionError } from '../errors.js'
-import { quotaOf } from '../quotas/headers.js'
+import { quotaOf } from '../../rates/policy.js'
 
 /**
  * What a `rateLimit` option holds once checked: one policy, a stack of policies decided as one

@@ -1,4 +1,4 @@
-import type { PartitionKey } from '../quotas/partition-key.js'
+import type { PartitionKey } from '../headers/partition-key.js'
 import type { FastifyRequest } from 'fastify'
 import type { Algorithm, PenaltyOption, Policy } from '../../core/rates/types.js'
 import type { RatesBackend } from '../../rates/backend.js'
@@ -10,8 +10,8 @@ import type { AllowListOption, SheddingAllowListOptions, AllowMatcher } from './
 import type { RefusalBody, RefusalOptions } from './refusal-options.js'
 import type { ErrorResponseBuilder } from './error-response.js'
 import type { Limits } from './limits.js'
-import type { CountMode, FailedResponse } from '../plan/login-attempts.js'
-import type { ChargeCallback } from '../plan/charge-after-response.js'
+import type { CountMode, FailedResponse } from './login-options.js'
+import type { ChargeCallback } from './charge-option.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.

@@ -1,5 +1,6 @@
-/** Why the gate refuses a request. */
-export type RefusalReason = 'limited' | 'shed' | 'unavailable'
+import type { RefusalReason } from '../errors.js'
+
+export type { RefusalReason }
 
 /** The refusal bodies' messages, by reason (built-in bodies only: nothing from the request). */
 export const MESSAGES: Readonly<Record<RefusalReason, string>> = Object.freeze({

@@ -1,38 +1,13 @@
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify'
 import { UNDECIDABLE } from '../../rates/backend.js'
 import type { StackDecision } from '../../rates/decision.js'
-import { moreAtOf, rateLimitList } from '../quotas/headers.js'
-import { withPartitionKey, type PartitionKey } from '../quotas/partition-key.js'
-import { AdmissionOptionError } from '../errors.js'
+import { moreAtOf, rateLimitList } from '../headers/rate-limit-fields.js'
+import { withPartitionKey, type PartitionKey } from '../headers/partition-key.js'
 import type { StackedQuota } from '../quotas/stacked-quota.js'
 import type { Permit } from '../release/permit.js'
+import type { FailedResponse } from '../options/login-options.js'
 import { refusedByGate } from '../outcomes/refusal-text.js'
 
-/** What a route's requests count against its quota: every request (the default), or only failures (login throttling). */
-export type CountMode = 'requests' | 'failures'
-
-/** Whether a response is a failure, for `count: 'failures'`. */
-export type FailedResponse = (request: FastifyRequest, reply: FastifyReply) => boolean
-
-/** The default failure: a 4xx the route answered (wrong password 401, forbidden 403, bad request 400…), not a 5xx (the server's fault). */
-export function clientError (_request: FastifyRequest, reply: FastifyReply): boolean {
-  return reply.statusCode >= 400 && reply.statusCode < 500
-}
-
-export function countOption (path: string, value: unknown): CountMode {
-  if (value === undefined) return 'requests'
-  if (value !== 'requests' && value !== 'failures') throw new AdmissionOptionError(path, "'requests' or 'failures' (login throttling: only failed responses take from the quota)", value)
-  return value
-}
-
-export function failedOption (path: string, value: unknown, count: CountMode): FailedResponse | undefined {
-  if (value === undefined) return count === 'failures' ? clientError : undefined
-  if (count !== 'failures') throw new AdmissionOptionError(path, "absent unless count is 'failures'", value)
-  if (typeof value !== 'function' || Object.prototype.toString.call(value) === '[object AsyncFunction]') {
-    throw new AdmissionOptionError(path, 'a synchronous function (request, reply) => boolean: whether the response is a failure', value)
-  }
-  return value as FailedResponse
-}
 
 /**
  * Login throttling (`count: 'failures'`): a request is admitted while its client's quota has room

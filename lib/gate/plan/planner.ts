@@ -14,7 +14,7 @@ import type { EndListener } from '../release/permit.js'
 import type { Slots, Take } from '../release/slots.js'
 import type { LongLivedConnections, LongLivedKind } from '../release/long-lived.js'
 import type { RouteGate } from '../route-gate.js'
-import type { PartitionKey } from '../quotas/partition-key.js'
+import type { PartitionKey } from '../headers/partition-key.js'
 import { StepList, type Plan, type Step } from './plan.js'
 import {
   admitStep, allowFirstStep, allowListStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,

@@ -2,7 +2,7 @@ import type { Policy } from '../../core/rates/types.js'
 import { LIMITED, type BackendLimiter, type StackLimiter, type SynchronousStack, type Verdict, type Verdicts } from '../../rates/backend.js'
 import type { RateDecision, StackDecision } from '../../rates/decision.js'
 import { stackCapacity } from '../../rates/policy-stack.js'
-import { quotaOf, rateLimitStart } from './headers.js'
+import { quotaOf, rateLimitStart } from '../headers/rate-limit-fields.js'
 import type { NamedPolicy } from '../options/limits.js'
 
 /**

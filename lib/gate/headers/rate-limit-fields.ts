@@ -1,25 +1,11 @@
-import { ceilDiv } from '../../core/rates/arithmetic.js'
 import type { Policy } from '../../core/rates/types.js'
-import { capacityOf } from '../../rates/policy.js'
+import { quotaOf } from '../../rates/policy.js'
+
+export { quotaOf }
 import type { PolicyOutcome, RateDecision } from '../../rates/decision.js'
 import type { FastifyReply } from 'fastify'
 import { LIST_SEPARATOR, MAX_INTEGER, serializeInteger, serializeItem, serializeItemStarts, serializeList, type Parameter } from './structured-fields.js'
 
-/**
- * The quota a client can plan from (IETF httpapi-ratelimit-headers, draft 11): `q` units within
- * `w` seconds. `q` is the policy's capacity, what a client at rest may send at once: `burst` for
- * token-bucket and gcra, `limit` for the window algorithms. `w` is the time that whole quota takes
- * to come back, rounded up to a second: `burst` at `limit` per `windowMs` for the first two, one
- * window for the others. Rounding up only ever understates the rate, so a client that paces
- * itself at q per w is never refused for it; and `r` (what remains) is never above `q`.
- */
-export function quotaOf (policy: Policy): { quota: number, windowSeconds: number } {
-  const quota = capacityOf(policy)
-  const refillMs = policy.algorithm === 'token-bucket' || policy.algorithm === 'gcra'
-    ? ceilDiv(quota * policy.windowMs, policy.limit)
-    : policy.windowMs
-  return { quota, windowSeconds: Math.max(1, ceilDiv(refillMs, 1000)) }
-}
 
 /**
  * `RateLimit-Policy` (draft 11): `"<name>";q=<quota>;w=<seconds>` for each policy, named `default`

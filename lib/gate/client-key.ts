@@ -1,8 +1,8 @@
 import { isIPv6 } from 'node:net'
 import { Buffer } from 'node:buffer'
-import { AdmissionKeyError, AdmissionOptionError } from '../errors.js'
-import { isPositiveSafeInteger } from '../../validation/checks.js'
-import { isThenable, settleUnused } from '../../callbacks/contained.js'
+import { AdmissionKeyError, AdmissionOptionError } from './errors.js'
+import { isPositiveSafeInteger } from '../validation/checks.js'
+import { isThenable, settleUnused } from '../callbacks/contained.js'
 
 /**
  * The key of a client address. IPv4 stays as it is; an IPv4-mapped IPv6 address is its IPv4
