@@ -1,9 +1,8 @@
 import type { Policy } from '../core/rates/types.js'
 import type { CountedGate, GateCounters } from '../metrics/counters.js'
 import { newCounters } from '../metrics/counters.js'
-import type { BackendLimiter } from '../rates/backend.js'
+import type { BackendLimiter, SynchronousStack, Verdicts } from '../rates/backend.js'
 import { policyHeader, quotaOf, rateLimitStart } from './headers/rate-limit-fields.js'
-import { StackedQuota } from './quotas/stacked-quota.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 
 /** What a registration knows of one route (or of one tier of it, or of the requests that matched none). */
@@ -30,9 +29,21 @@ export interface RouteGate extends CountedGate {
   readonly quota: number
   readonly cost: number
   /** A stack of policies (the limiter is it): the `RateLimit` fields list each. */
-  readonly stacked: StackedQuota | undefined
+  readonly stacked: StackQuota | undefined
   /** A backend failure was logged and no decision has succeeded since: stay quiet. */
   failing: boolean
+}
+
+/** A stack of policies as a gate decides on it and reports it (the quotas' `StackedQuota`). */
+export interface StackQuota extends BackendLimiter {
+  readonly stack: { readonly policies: readonly Readonly<Policy>[] }
+  /** Each policy's name, quota (`q`) and start of its `RateLimit` item, in the stack's order. */
+  readonly names: readonly string[]
+  readonly quotas: readonly number[]
+  readonly starts: readonly string[]
+  /** Its verdicts and numbers on the request's path, when the stack decides synchronously (memory). */
+  readonly verdicts: Verdicts | undefined
+  readonly sync: SynchronousStack | undefined
 }
 
 /** A permit as its route's list of held permits sees it. */
@@ -49,7 +60,7 @@ export interface HeldPermit {
  * `url`: the route's template (undefined for the requests that matched none); `tiers`: a tiered
  * route's tier names, which its own gate reports as its policies.
  */
-export function routeGate ({ name, url, maxInFlight = false, limiter, policy, cost = 1, headers = false, headerName = 'default', tiers }: {
+export function routeGate ({ name, url, maxInFlight = false, limiter, policy, cost = 1, headers = false, headerName = 'default', tiers, stacked }: {
   readonly name: string
   readonly url?: string | undefined
   readonly maxInFlight?: number | false
@@ -61,9 +72,10 @@ export function routeGate ({ name, url, maxInFlight = false, limiter, policy, co
   readonly headerName?: string
   /** A tiered route's own gate: its policies are the tiers. */
   readonly tiers?: readonly string[] | undefined
+  /** The limiter, when it is a stack of policies. */
+  readonly stacked?: StackQuota | undefined
 }): RouteGate {
   const limited = limiter !== undefined && policy !== undefined && policy !== false
-  const stacked = limiter instanceof StackedQuota ? limiter : undefined
   return {
     name,
     url,

@@ -15,7 +15,8 @@ import { reportAtReady, type RouteRecord } from './route-record.js'
 import { declaredHandler, watchHandler } from './release/permit.js'
 import { UNGATED } from '../pressure/status-route.js'
 import { routeGate, type RouteGate } from './route-gate.js'
-import type { StackedQuota } from './quotas/stacked-quota.js'
+import { StackedQuota } from './quotas/stacked-quota.js'
+import type { BackendLimiter } from '../rates/backend.js'
 import type { LongLivedKind } from './release/long-lived.js'
 import { AdmissionOptionError } from './errors.js'
 
@@ -182,7 +183,7 @@ export class RouteWiring {
     const opened: OpenedLimits = parsed.groupId !== undefined
       ? { limiter: this.groups.open(parsed.groupId, limits as Readonly<Policy> | StackLimits, name, `config.admission of ${name}.groupId`), tiers: undefined }
       : parsed.rateLimit === undefined && !loginAttempts ? this.shared : openLimits(this.quotas, name, limits, loginAttempts, path)
-    const gate = routeGate({ name, url: route.url, maxInFlight: parsed.maxInFlight, limiter: opened.limiter, policy: leadPolicy(limits), cost: parsed.cost, headers: settings.headers, tiers: tierNames(limits) })
+    const gate = routeGate({ name, url: route.url, maxInFlight: parsed.maxInFlight, limiter: opened.limiter, stacked: stackOf(opened.limiter), policy: leadPolicy(limits), cost: parsed.cost, headers: settings.headers, tiers: tierNames(limits) })
     const longLived = parsed.longLived === undefined ? route.longLived : parsed.longLived ? 'marked' : undefined
     if (parsed.maxLongLived !== false) {
       if (longLived === undefined) throw new AdmissionOptionError(`config.admission of ${name}.maxLongLived`, 'absent on a route whose requests are not long-lived (a websocket route, an @fastify/sse route, or one with longLived: true)', parsed.maxLongLived)
@@ -213,7 +214,7 @@ export class RouteWiring {
   /** The plan of requests that matched no route (`app.admission.notFound`), on the plugin's shared quota. */
   notFoundPlan (): Plan {
     const settings = this.settings
-    const gate = routeGate({ name: '404', limiter: this.shared.limiter, policy: leadPolicy(settings.rateLimit), cost: settings.cost, headers: settings.headers, tiers: tierNames(settings.rateLimit) })
+    const gate = routeGate({ name: '404', limiter: this.shared.limiter, stacked: stackOf(this.shared.limiter), policy: leadPolicy(settings.rateLimit), cost: settings.cost, headers: settings.headers, tiers: tierNames(settings.rateLimit) })
     this.gates.set(gate.name, gate)
     return this.planned(gate.name, {
       gate,
@@ -249,7 +250,7 @@ export class RouteWiring {
     if (opened.tiers === undefined || limits === false || !isTiers(limits)) return undefined
     const gates = new Map<string, RouteGate>()
     for (const [tier, limiter] of opened.tiers) {
-      const tierGate = routeGate({ name: `${name} (tier ${tier})`, url, limiter, policy: leadPolicy(limits.tiers.get(tier)!), cost, headers: this.settings.headers, headerName: tier })
+      const tierGate = routeGate({ name: `${name} (tier ${tier})`, url, limiter, stacked: stackOf(limiter), policy: leadPolicy(limits.tiers.get(tier)!), cost, headers: this.settings.headers, headerName: tier })
       gates.set(tier, tierGate)
       this.gates.set(tierGate.name, tierGate)
     }
@@ -263,6 +264,11 @@ export class RouteWiring {
     while (this.gates.has(`${name} #${n}`)) n++
     return `${name} #${n}`
   }
+}
+
+/** The limiter when it is a stack of policies (a gate's fields list each). */
+function stackOf (limiter: BackendLimiter | undefined): StackedQuota | undefined {
+  return limiter instanceof StackedQuota ? limiter : undefined
 }
 
 /** A tiered route's own gate counts what happens before a tier is picked: its policies are the tiers. */

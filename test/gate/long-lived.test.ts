@@ -302,7 +302,6 @@ t.test("the adaptive limit learns from work, not from streams' lifetimes", async
   rawStreamRoute(withStreams)
   const control = await gated(t, { maxInFlight: 'auto' })
   const streamPort = await listen(withStreams)
-  const controlPort = await listen(control)
   const before = withStreams.admission.limit
   for (let round = 0; round < rounds; round++) {
     const streams = await Promise.all(Array.from({ length: STREAMS }, () => openStream(streamPort, '/events')))
@@ -312,12 +311,11 @@ t.test("the adaptive limit learns from work, not from streams' lifetimes", async
   }
   t.equal(withStreams.admission.limit, before, 'no stream was taken for a latency sample')
   t.equal(withStreams.admission.limit, control.admission.limit, 'the limit is the control\'s')
-  // A burst afterwards, on each app in turn: the limit the streams left (before: half) sheds no more
-  // than the control's. The margin is the machine's: one burst's latency moves either limit.
+  // A burst afterwards: the limit the streams left (the initial one; half of it before) admits at
+  // least that many of the burst, however slow the machine (a limit only moves as requests complete).
   const burst = 30
   const served = await servedOf(streamPort, burst, burst)
-  const controlServed = await servedOf(controlPort, burst, burst)
-  t.ok(served >= controlServed - 5, `a burst of ${burst}: ${served} served, ${controlServed} on the control`)
+  t.ok(served >= Math.min(burst, before as number), `a burst of ${burst}: ${served} served, at least the limit of ${String(before)}`)
 })
 
 /** An upstream whose answer takes 200 ms, and a gated proxy in front of it. */

@@ -67,8 +67,10 @@ t.test('the test clock: the time, then the deadline after an observed reply, as 
     return replies.shift()
   })
   const stack = testingRedisBackend({ client, timeoutMs: 50 }, { now: () => clock.now }).stack('app#d', [fixed])
+  t.equal(stack.now(), undefined, 'the server\'s clock: not known before a reply')
   replies = [[0, 1, 5010, 1, 2, 0, 6000, 6000]]
   await stack.consume('sx', 1)
+  t.type(stack.now(), 'number', 'known from the reply (the time a charge\'s give-back is judged by)')
   t.same(client.calls[0]?.[3].slice(1), ['1', '0', FPS[0], '1000'])
   clock.now = 1100
   replies = [[3, 5300]]
