@@ -83,6 +83,16 @@ t.test('the test clock: the time, then the deadline after an observed reply, as 
   replies = [[0, 1, 5400, 1, 2, 0, 6000, 6000]]
   await stack.consume('sx', 1)
   t.same(client.calls[2]?.[3].slice(1), ['1', '0', FPS[0], '1200', String(5300 + 70 + 50)])
+  // A charge that gives units back has its return deadline as the script's deadline when earlier
+  // than the timeout's; one that takes units has the timeout's only.
+  replies = [[0, 1, 5400, 1, 2, 0, 6000, 6000], [0, 1, 5400, 1, 2, 0, 6000, 6000]]
+  await stack.charge('sx', -1, 5350)
+  const back = client.calls[3]![3].slice(1)
+  t.same([back[0], back[1], back.at(-1)], ['-1', '2', '5350'], 'units back: refused by the script from 5350 on')
+  await stack.charge('sx', 1)
+  const taken = client.calls[4]![3].slice(1)
+  t.same([taken[0], taken[1]], ['1', '2'])
+  t.ok(Number(taken.at(-1)) > 5350, `units taken: the timeout's deadline only (${String(taken.at(-1))})`)
 })
 
 t.test('replies as decisions: all or nothing, the least remaining, the latest resetAt, the largest wait', async (t) => {
