@@ -3,7 +3,7 @@ import { isThenable, settleUnused, type Contained } from '../../callbacks/contai
 import { rejection503 } from '../../core/index.js'
 import { AdmissionRefusalError } from '../errors.js'
 import type { ErrorResponseBuilder } from '../options/error-response.js'
-import type { Permit } from '../release/permit.js'
+import type { PermitRecord } from '../release/permit-record.js'
 import { inWords, MESSAGES, refusalText, type RefusalReason } from './refusal-text.js'
 
 /**
@@ -11,7 +11,7 @@ import { inWords, MESSAGES, refusalText, type RefusalReason } from './refusal-te
  * `violated`: the names of the policies that refused, as `RateLimit-Policy` lists them (none for
  * pressure and for a backend that could not decide: no policy of the client's was the cause).
  */
-export type Refuse = (permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string, violated: readonly string[]) => void
+export type Refuse = (permit: PermitRecord, status: 429 | 503, retrySeconds: number, reason: RefusalReason, message: string, violated: readonly string[]) => void
 
 const REASONS = { 429: 'Too Many Requests', 503: 'Service Unavailable' } as const
 
@@ -93,7 +93,7 @@ export function builder (build: ErrorResponseBuilder, fallback: Refuse, containe
 }
 
 /** Why the builder's value cannot be used (it threw, or returned no object or a promise); undefined when it was sent. */
-function sendBuilt (build: ErrorResponseBuilder, permit: Permit, status: 429 | 503, retrySeconds: number, reason: RefusalReason, violated: readonly string[]): unknown {
+function sendBuilt (build: ErrorResponseBuilder, permit: PermitRecord, status: 429 | 503, retrySeconds: number, reason: RefusalReason, violated: readonly string[]): unknown {
   const gate = permit.gate
   let built: unknown
   try {
@@ -136,7 +136,7 @@ export const throughErrors: Refuse = (permit, status, retrySeconds, reason, mess
  * and again on every `send` of this reply (the error handler's included), so neither the error's
  * `headers` nor a handler can make it earlier than the gate's.
  */
-function toErrorHandling (permit: Permit, status: 429 | 503, retrySeconds: number, error: object): void {
+function toErrorHandling (permit: PermitRecord, status: 429 | 503, retrySeconds: number, error: object): void {
   const retryAfter = String(retrySeconds)
   const reply = permit.reply
   const send = reply.send

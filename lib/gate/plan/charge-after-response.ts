@@ -3,7 +3,7 @@ import { Contained, isThenable } from '../../callbacks/contained.js'
 import { AdmissionChargeError } from '../errors.js'
 import { AdmissionOptionError } from '../../validation/errors.js'
 import type { ChargeCallback } from '../options/charge-option.js'
-import type { Permit, PermitEnd } from '../release/permit.js'
+import type { PermitEnd, PermitRecord } from '../release/permit-record.js'
 import type { RouteGate } from '../route-gate.js'
 
 /**
@@ -50,7 +50,7 @@ export class ChargeAfterResponse {
   }
 
   /** The permit's end (the route's `EndListener`). */
-  readonly ended = (permit: Permit, how: PermitEnd): void => {
+  readonly ended = (permit: PermitRecord, how: PermitEnd): void => {
     // A long-lived reply's work goes on past its permit: its estimate stands.
     if (how === 'refused' || how === 'longLived' || !permit.admitted || permit.backendFailed || permit.key === undefined) return
     let units: unknown
@@ -71,7 +71,7 @@ export class ChargeAfterResponse {
     }, (error: unknown) => { this.callback.failed(error) })
   }
 
-  private take (permit: Permit, units: unknown): void {
+  private take (permit: PermitRecord, units: unknown): void {
     const gate = permit.gate
     const limiter = gate.limiter!
     const capacity = gate.stacked === undefined ? gate.quota : Math.max(...gate.stacked.quotas)

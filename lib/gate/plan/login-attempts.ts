@@ -4,7 +4,7 @@ import type { StackDecision } from '../../rates/decision.js'
 import { moreAtOf, rateLimitList } from '../headers/rate-limit-fields.js'
 import { withPartitionKey, type PartitionKey } from '../headers/partition-key.js'
 import type { StackedQuota } from '../quotas/stacked-quota.js'
-import type { Permit } from '../release/permit.js'
+import type { PermitRecord } from '../release/permit-record.js'
 import type { FailedResponse } from '../options/login-options.js'
 import { refusedByGate } from '../outcomes/refusal-text.js'
 
@@ -30,7 +30,7 @@ import { refusedByGate } from '../outcomes/refusal-text.js'
  */
 export class LoginAttempts {
   /** Attempts admitted and not yet answered (each permit's key is the one its check used). */
-  private readonly attempts = new WeakSet<Permit>()
+  private readonly attempts = new WeakSet<PermitRecord>()
   private readonly quota: StackedQuota
   private readonly failed: FailedResponse
   private readonly cost: number
@@ -54,7 +54,7 @@ export class LoginAttempts {
    * Just before the quota's check (the plan's `loginAttempt` step): the attempt is in flight from
    * now, until its response says whether it failed, or its permit ends (a refusal among the ways).
    */
-  begin (permit: Permit): void {
+  begin (permit: PermitRecord): void {
     this.attempts.add(permit)
     const key = permit.key!
     const pending = this.quota.pending
@@ -62,7 +62,7 @@ export class LoginAttempts {
   }
 
   /** The attempt is over (its response is sent, or its permit ended): it no longer counts as in flight. Whether it was one. */
-  readonly ended = (permit: Permit): boolean => {
+  readonly ended = (permit: PermitRecord): boolean => {
     if (!this.attempts.delete(permit)) return false
     const key = permit.key!
     const pending = this.quota.pending
@@ -77,7 +77,7 @@ export class LoginAttempts {
    * response should wait for it (its `RateLimit` field follows the remote decision); it never rejects.
    * `tell`: false once the response is written (its field can no longer follow).
    */
-  sending (permit: Permit, tell = true): Promise<void> | undefined {
+  sending (permit: PermitRecord, tell = true): Promise<void> | undefined {
     if (!this.ended(permit)) return
     const { request, reply } = permit
     // Another registration's refusal (a per-account quota inside a per-address one) is no failed login.

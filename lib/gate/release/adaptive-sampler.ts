@@ -1,5 +1,6 @@
 import { adaptiveSample, adaptiveTick, adaptiveTickAt, newAdaptiveLimit, type AdaptiveLimit, type AdaptiveLimitOptions } from '../../core/adaptive/limit.js'
-import type { Permit, PermitEnd } from './permit.js'
+import type { PermitEnd } from './permit-record.js'
+import type { SlotHolder } from './slot-links.js'
 import { HELD_SLOT, type Slots } from './slots.js'
 
 /** A window is at least this long, ms, and holds at least this many samples. */
@@ -67,7 +68,7 @@ export class AdaptiveSampler {
   }
 
   /** A permit's end: a sample when it ended as a completed request. */
-  readonly ended = (permit: Permit, how: PermitEnd): void => {
+  readonly ended = (permit: SlotHolder, how: PermitEnd): void => {
     if (how === 'responded' && (permit.held & HELD_SLOT) !== 0 && permit.reply.statusCode < 500) this.sample(permit.reply.elapsedTime)
   }
 

@@ -4,16 +4,10 @@ import { isThenable } from '../../callbacks/contained.js'
 import type { RateDecision } from '../../rates/decision.js'
 import type { HeldPermit, RouteGate } from '../route-gate.js'
 import { eventStreamSent } from './event-stream.js'
+import type { Done, PermitEnd, PermitRecord } from './permit-record.js'
+import type { SlotHolder } from './slot-links.js'
 
-/**
- * How a permit ended: its response was written, its client went away, the gate refused it,
- * Fastify's handler timeout answered for it, or its long-lived phase began (a websocket upgraded,
- * an event stream's headers went out: the connection lives on, the request's work is over).
- */
-export type PermitEnd = 'responded' | 'aborted' | 'refused' | 'timedOut' | 'longLived'
-
-/** Fastify's hook callback: go on, or answer with the error. */
-export type Done = (error?: Error) => void
+export type { Done, PermitEnd, PermitRecord } from './permit-record.js'
 
 /** What a route does when one of its permits ends: give its slots back, then tell its listeners. */
 export type EndListener = (permit: Permit, how: PermitEnd) => void
@@ -60,8 +54,10 @@ const RETURNED = 8
 const WORKING = PROMISE | SEND
 
 /**
- * One request's passage through the gate: what the plan's steps decided (the client's key, the
- * quota's numbers) and the slots it holds, given back exactly once, by one rule:
+ * One request's passage through the gate, one object per request holding three things, each
+ * described by its own type: what the plan's steps decided (`PermitRecord`), the links of the
+ * slots it holds (`SlotHolder`), and — the code of this class — when the request has ended, so
+ * that its slots go back exactly once, by one rule:
  *
  *   a permit ends when its response side is over — the response was written (`onResponse`), or
  *   the connection or stream is gone, or the gate refused it — **and** the handler's own work has
@@ -77,7 +73,7 @@ const WORKING = PROMISE | SEND
  * Each of those is observed however Fastify lets it be seen; `end` runs once, says how it ended,
  * and hands the permit to the route's listener (the slots, the adaptive sampler, login attempts).
  */
-export class Permit {
+export class Permit implements PermitRecord, SlotHolder {
   readonly request: FastifyRequest
   readonly reply: FastifyReply
   /** The route's gate: its counters and its in-flight slots. */
@@ -105,8 +101,8 @@ export class Permit {
   /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */
   backendFailed = false
   /** The connection's list of live permits (see `Slots`). */
-  prev: Permit | null = null
-  next: Permit | null = null
+  prev: SlotHolder | null = null
+  next: SlotHolder | null = null
   connection: Record<symbol, unknown> | null = null
   /** The route's list of permits holding its slots, oldest first (see `Slots`). */
   older: HeldPermit | null = null

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { acquire, release } from '../../core/index.js'
 import type { GateCounters } from '../../metrics/counters.js'
 import { reserveOf } from './priority.js'
-import type { Permit } from './permit.js'
+import type { SlotHolder } from './slot-links.js'
 
 /** Slots a permit holds: the global gate's (normal, or critical within its reserve) and its route's. */
 export const HELD_GLOBAL = 1
@@ -15,7 +15,7 @@ const CLOSED = false
 export const HELD_SLOT = HELD_GLOBAL | HELD_CRITICAL
 
 /** A way to take the slots of a route, chosen once per route by its priority. */
-export type Take = (permit: Permit) => boolean
+export type Take = (permit: SlotHolder) => boolean
 
 type Connection = Record<symbol, unknown> & { once (event: 'close', listener: (this: Connection) => void): unknown, readonly destroyed: boolean }
 
@@ -52,7 +52,7 @@ export class Slots {
     const kHeld = this.kHeld
     // One function for every connection (`this` is the socket or stream): no closure per request.
     this.onConnectionClose = function admissionConnectionClosed (this: Connection) {
-      let permit = this[kHeld] as Permit | null
+      let permit = this[kHeld] as SlotHolder | null
       this[kHeld] = CLOSED
       while (permit !== null) {
         const next = permit.next
@@ -121,7 +121,7 @@ export class Slots {
   }
 
   /** The route's slot after the global one (`flags`); the global goes back when the route is full. */
-  private hold (permit: Permit, flags: number): boolean {
+  private hold (permit: SlotHolder, flags: number): boolean {
     const route = permit.route
     const counters = route.counters
     if (route.maxInFlight !== 0) {
@@ -148,11 +148,11 @@ export class Slots {
   }
 
   /** Links the permit to its connection (HTTP/2: its stream; HTTP/1: its socket). */
-  private track (permit: Permit): void {
+  private track (permit: SlotHolder): void {
     const raw = permit.request.raw as unknown as { httpVersionMajor: number, socket: Connection, stream: Connection }
     const connection = raw.httpVersionMajor === 2 ? raw.stream : raw.socket
     // The connection's list: undefined before its first permit, null while empty, CLOSED once walked.
-    const head = connection[this.kHeld] as Permit | null | undefined | typeof CLOSED
+    const head = connection[this.kHeld] as SlotHolder | null | undefined | typeof CLOSED
     if (head === CLOSED) {
       // Closed before this request reached the gate (a pipelined request read before its client
       // left, gated after): the permit is gone, told once the hook that holds it has run.
@@ -172,7 +172,7 @@ export class Slots {
   }
 
   /** The permit's slots go back (the core's `release`), and it leaves its connection's list. */
-  readonly release = (permit: Permit): void => {
+  readonly release = (permit: SlotHolder): void => {
     const flags = permit.held
     if (flags === 0) return
     permit.held = 0
