@@ -201,7 +201,7 @@ export class RouteWiring {
       allowList: parsed.allowList,
       onBackendError: parsed.onBackendError,
       preHandler: parsed.hook === 'preHandler',
-      failures: loginAttempts ? new LoginAttempts({ quota: opened.limiter as StackedQuota, failed: parsed.failed!, cost: parsed.cost, log: this.log, route: name, headers: settings.headers, partitionKey: settings.partitionKey }) : undefined,
+      failures: loginAttempts ? new LoginAttempts({ quota: opened.limiter as StackedQuota, failed: parsed.failed!, cost: parsed.cost, log: this.log, route: name, formats: settings.headerFormats, partitionKey: settings.partitionKey }) : undefined,
       byContext: late,
       waitsForHandler: waits,
       handlerWatched: watched,

@@ -15,6 +15,8 @@ import type { Slots, Take } from '../release/slots.js'
 import type { LongLivedConnections, LongLivedKind } from '../release/long-lived.js'
 import type { RouteGate } from '../route-gate.js'
 import type { PartitionKey } from '../headers/partition-key.js'
+import { expiringLimitWriter, olderPolicyHeader, type ExpiringLimit, type HeaderFormat } from '../headers/header-formats.js'
+import { expiringLaterStep, expiringNowStep, olderPolicyStep, stackExpiringLaterStep, stackExpiringNowStep } from './format-steps.js'
 import { StepList, type Plan, type Step } from './plan.js'
 import {
   admitStep, allowFirstStep, allowListStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
@@ -65,6 +67,8 @@ export interface PlanParts {
   readonly sampler: AdaptiveSampler | undefined
   readonly pressure: Pressure | undefined
   readonly headers: boolean
+  /** The header formats sent (`headers.format`; none with `headers: false`). */
+  readonly formats: readonly HeaderFormat[]
   /** `pk` on every `RateLimit` item (`headers.partitionKey`), or undefined. */
   readonly partitionKey: PartitionKey | undefined
   readonly keyOf: (request: FastifyRequest) => string
@@ -84,9 +88,15 @@ export class Planner {
   private readonly parts: PlanParts
   /** The registration's built-in refusals, shared by every route without a builder. */
   private readonly builtIn: Refusals
+  /** Draft 11's fields are sent (the default). */
+  private readonly draft11: boolean
+  /** The writer of the older formats sent (drafts 6 and 7, `x-ratelimit`), chosen once; undefined for none. */
+  private readonly older: ExpiringLimit | undefined
 
   constructor (parts: PlanParts) {
     this.parts = parts
+    this.draft11 = parts.formats.includes('draft-11')
+    this.older = expiringLimitWriter(parts.formats)
     const style = parts.responseBody === 'problem' ? problem : parts.responseBody === 'text' ? text : json
     const reply = parts.responseBody === 'error' ? throughErrors : throughReply(style)
     const fast = parts.fastRefusals === false ? reply : rawRefusal(style)
@@ -96,7 +106,7 @@ export class Planner {
   plan (spec: RouteSpec): Plan {
     const parts = this.parts
     const route = spec.gate.name
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, parts.headers)
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, this.draft11)
     const gate = spec.gate
     const allows = spec.allowList
     const keyed = gate.limiter !== undefined || allows !== undefined
@@ -164,24 +174,31 @@ export class Planner {
    */
   private quota (gate: RouteGate, outcomes: Outcomes, stamped: boolean, list: StepList): StepList {
     const headers = this.parts.headers
+    const draft11 = this.draft11
+    const older = this.older
     const limiter = gate.limiter!
     const stack = gate.stacked
     if (stamped) list.add(decidedAtStep(limiter))
     const sync = limiter.synchronous
     if (stack !== undefined && stack.verdicts !== undefined) {
       list.add(decideNowStep(gate, stack.verdicts, outcomes))
-      if (headers) list.add(stackHeadersNowStep(gate, stack.sync!))
+      if (draft11) list.add(stackHeadersNowStep(gate, stack.sync!))
+      if (older !== undefined) list.add(stackExpiringNowStep(gate, stack.sync!, older))
     } else if (sync !== undefined) {
       list.add(decideNowStep(gate, sync, outcomes))
-      if (headers) list.add(headersNowStep(gate, sync))
+      if (draft11) list.add(headersNowStep(gate, sync))
+      if (older !== undefined) list.add(expiringNowStep(gate, sync, older))
     } else {
       list.addResuming((rest) => decideLaterStep(gate, limiter, outcomes, rest))
-      if (headers) list.add(stack === undefined ? headersLaterStep(gate) : stackHeadersLaterStep(gate))
+      if (draft11) list.add(stack === undefined ? headersLaterStep(gate) : stackHeadersLaterStep(gate))
+      if (older !== undefined) list.add(stack === undefined ? expiringLaterStep(gate, older) : stackExpiringLaterStep(gate, older))
     }
+    const policy = olderPolicyHeader(this.parts.formats, stack === undefined ? [gate.policy!] : stack.stack.policies, gate.cost)
+    if (policy !== undefined) list.add(olderPolicyStep(policy))
     const partitionKey = this.parts.partitionKey
-    if (headers && partitionKey !== undefined) list.add(partitionKeyStep(partitionKey))
+    if (draft11 && partitionKey !== undefined) list.add(partitionKeyStep(partitionKey))
     list.add(verdictStep(outcomes))
-    if (headers) list.add(exposedStep())
+    if (headers) list.add(exposedStep(this.parts.outcomes.expose))
     return list.add(admitStep(outcomes))
   }
 
