@@ -69,8 +69,12 @@ export type AdmissionHook = 'onRequest' | 'preHandler'
 
 /** What a route may override in `config.admission`. */
 export interface AdmissionRouteOptions {
-  /** A semaphore of this route's own, in addition to the global one; `false`: none (the default). */
-  maxInFlight?: number | false
+  /**
+   * A semaphore of this route's own, in addition to the global one; `false`: none (the default).
+   * `{ limit, retryAfter: 'observed' }`: a full one says `Retry-After` from the route's observed
+   * duration and its oldest permit's age (at most 60 s) instead of the constant 1.
+   */
+  maxInFlight?: number | false | { limit: number, retryAfter?: 'observed' }
   /**
    * This route's own buckets; `false`: no rate limit here; absent: the global buckets. One policy
    * takes the fields it leaves out from the plugin's one policy (`{ limit: 6 }`: the plugin's
@@ -202,6 +206,8 @@ export interface AdmissionOptions {
 
 export interface RouteSettings {
   readonly maxInFlight: number | false
+  /** A full route semaphore advertises its observed wait (`maxInFlight: { retryAfter: 'observed' }`). */
+  readonly observedWait: boolean
   readonly priority: PriorityName
   /** `undefined`: the route uses the plugin's limiter (or its group's). */
   readonly rateLimit: Limits | false | undefined

@@ -11,7 +11,7 @@ import { metricsOption } from '../../metrics/options.js'
 import { POLICY_SHAPE } from '../../rates/policy.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger, stringList } from '../../validation/checks.js'
 import { HEADER_FORMATS, type HeaderFormat } from '../headers/header-formats.js'
-import { inFlightOption, priorityOption } from './in-flight-options.js'
+import { inFlightOption, priorityOption, routeInFlightOption } from './in-flight-options.js'
 import { allowListOption, pluginAllowListOption } from './allow-list.js'
 import { refusalOption } from './refusal-options.js'
 import { REMOVED_HINTS } from './removed-options.js'
@@ -237,9 +237,11 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     if (input.groupId !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a groupId (a group's routes count alike)", count)
   }
   const charge = chargeOption(`${path}.charge`, input.charge, effective, count)
+  const inFlight = routeInFlightOption(`${path}.maxInFlight`, input.maxInFlight)
   return Object.freeze({
     // A route's own semaphore is a fixed limit (the adaptive limit is the plugin's).
-    maxInFlight: boundOrFalse(`${path}.maxInFlight`, input.maxInFlight),
+    maxInFlight: inFlight.limit,
+    observedWait: inFlight.observed,
     priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
     rateLimit,
     cost,

@@ -66,8 +66,12 @@ export class Outcomes {
   // The fields of the last limit advertised, per name (an adaptive limit moves now and then, not per request).
   private readonly fieldsByName = new Map<InFlightPolicyName, { limit: number, policy: string, rateLimit: string }>()
 
-  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string, inFlightHeaders: boolean) {
+  /** `Retry-After` of the route's own full semaphore: its observed wait (`retryAfter: 'observed'`), or the gate's. */
+  private readonly routeWait: (permit: Permit) => number
+
+  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string, inFlightHeaders: boolean, routeWait?: (permit: Permit) => number) {
     this.context = context
+    this.routeWait = routeWait ?? (() => context.slots.retryAfter)
     this.inFlightHeaders = inFlightHeaders
     this.enforce = enforce
     this.onBackendError = onBackendError
@@ -118,7 +122,7 @@ export class Outcomes {
     const slots = this.context.slots
     // The route's own limit when it is the one that is full; else the registration's.
     const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
-    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, slots.retryAfter)
+    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, own ? this.routeWait(permit) : slots.retryAfter)
   }
 
   /**

@@ -10,7 +10,8 @@ import { Outcomes, type OutcomeContext, type Refusals } from '../outcomes/record
 import { builder, json, problem, text, throughErrors, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
 import { CRITICAL, SHEDDABLE, type Priority } from '../release/priority.js'
 import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
-import type { EndListener } from '../release/permit.js'
+import type { EndListener, Permit } from '../release/permit.js'
+import type { ObservedWait } from '../release/observed-wait.js'
 import type { Slots, Take } from '../release/slots.js'
 import type { LongLivedConnections, LongLivedKind } from '../release/long-lived.js'
 import type { RouteGate } from '../route-gate.js'
@@ -55,6 +56,8 @@ export interface RouteSpec {
   readonly longLived: LongLivedKind | undefined
   /** `config.admission.longLived: false`: a reply of the route is never long-lived, not even an event stream. */
   readonly neverLongLived: boolean
+  /** A full route semaphore advertises its observed wait (`maxInFlight: { retryAfter: 'observed' }`): its durations are sampled as its permits end. */
+  readonly observedWait: ObservedWait | undefined
 }
 
 /** What the planner takes from the registration. */
@@ -106,7 +109,9 @@ export class Planner {
   plan (spec: RouteSpec): Plan {
     const parts = this.parts
     const route = spec.gate.name
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, this.draft11)
+    const observed = spec.observedWait
+    const routeWait = observed === undefined ? undefined : (permit: Permit): number => observed.seconds(permit.route)
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, this.draft11, routeWait)
     const gate = spec.gate
     const allows = spec.allowList
     const keyed = gate.limiter !== undefined || allows !== undefined
@@ -230,10 +235,13 @@ export class Planner {
   }
 
   private endedInFlight (spec: RouteSpec): EndListener {
-    const release = this.parts.slots.release
+    const slots = this.parts.slots.release
+    const observed = spec.observedWait
+    // The route's durations are sampled before its slot goes back (a waiting client may take it at once).
+    const release: EndListener = observed === undefined ? slots : (permit, how) => { observed.ended(permit, how); slots(permit) }
     const sampler = this.parts.sampler
     const failures = spec.failures
-    const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit) }
+    const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit, how) }
     const charged: EndListener = spec.charge === undefined ? sampled : chargedAfter(spec.charge.ended, sampled)
     if (failures === undefined) return charged
     if (spec.byContext) {
