@@ -211,3 +211,15 @@ t.test('headers.format: an unknown format is refused naming the option and the f
   t.match(error, { code: 'ADMISSION_INVALID_OPTION', path: 'headers.partitionKey' })
   t.notMatch(error.message, 'sixteen', 'the secret is not shown')
 })
+
+t.test('the older formats describe the policy with the least left, the later reset among equals; reset is Retry-After on a refusal', async (t) => {
+  const { expiringIndex, resetSeconds } = await import('../../lib/gate/headers/header-formats.js')
+  t.equal(expiringIndex([10, 100], [5, 50], [0, 0]), 0)
+  t.equal(expiringIndex([10, 100], [5, 3], [0, 0]), 1, 'the second has less left')
+  t.equal(expiringIndex([10, 100], [3, 3], [1000, 2000]), 1, 'equal: the later reset')
+  t.equal(expiringIndex([10, 100], [3, 3], [2000, 1000]), 0)
+  t.equal(expiringIndex([10, 100], [-4, 500], [0, 0]), 0, 'clamped into 0..quota, as every field is')
+  t.equal(resetSeconds(31_001, 1_000, undefined), 31, 'whole seconds to full, rounded up')
+  t.equal(resetSeconds(500, 1_000, undefined), 0, 'already full')
+  t.equal(resetSeconds(61_000, 1_000, 7), 7, "a refusal's Retry-After")
+})

@@ -183,7 +183,8 @@ const ROUTE_EXPECTED = "a positive safe integer, false, or { limit, retryAfter?:
  */
 export function routeInFlightOption (path: string, value: unknown): RouteInFlight {
   if (value === undefined || value === false) return { limit: false, observed: false }
-  if (typeof value !== 'object' || value === null) return { limit: positiveInteger(complain, path, value, ROUTE_EXPECTED), observed: false }
+  // The object form says its `limit` or `retryAfter`; any other value is a number that is not one.
+  if (!has(value, 'limit') && !has(value, 'retryAfter')) return { limit: positiveInteger(complain, path, value, ROUTE_EXPECTED), observed: false }
   const input = exactObject(complain, path, value, ROUTE_SHAPE)
   const limit = positiveInteger(complain, `${path}.limit`, input.limit)
   if (input.retryAfter !== undefined && input.retryAfter !== 'observed') {
