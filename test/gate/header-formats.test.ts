@@ -188,6 +188,11 @@ t.test('login throttling: the response that records a failure says what is left 
   })
   t.equal(failed.status, 401)
   t.same(fields(failed), { ratelimit: '"default";r=2;t=20', 'ratelimit-policy': '"default";q=3;w=60', 'x-ratelimit-limit': '3', 'x-ratelimit-remaining': '2', 'x-ratelimit-reset': '20' })
+  const alone = Fastify()
+  t.teardown(() => alone.close())
+  await alone.register(admission, { rateLimit: false, headers: { format: 'draft-7' } })
+  alone.post('/login', { config: { admission: { rateLimit: { limit: 3, windowMs: 60_000 }, count: 'failures' } } }, async (_request, reply) => reply.code(401).send('no'))
+  t.same(fields(await alone.inject({ method: 'POST', url: '/login' }) as unknown as Answer), { ratelimit: 'limit=3, remaining=2, reset=20', 'ratelimit-policy': '3;w=60' }, 'draft 7 alone')
 })
 
 t.test('headers.format: an unknown format is refused naming the option and the formats; so are lists that cannot be sent', async (t) => {
