@@ -19,6 +19,8 @@ import { listPlan } from './plan/plan.js'
 import { openLimits, Quotas } from './quotas/quotas.js'
 import { registrationAddress } from './quotas/registration-address.js'
 import { registryOver } from './registry.js'
+import { browserExposure } from './headers/rate-limit-fields.js'
+import { exposedNames } from './headers/header-formats.js'
 import { AdaptiveSampler } from './release/adaptive-sampler.js'
 import { FleetShare } from './release/fleet-share.js'
 import { isFleet, type FleetSettings } from './options/in-flight-options.js'
@@ -82,13 +84,14 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
   const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)) },
     slots,
     longLived,
     globalGate: settings.maxInFlight !== false,
     sampler,
     pressure,
     headers: settings.headers,
+    formats: settings.headerFormats,
     partitionKey: settings.partitionKey,
     keyOf: keyFunction(settings.key, settings.ipv6Subnet),
     allowListSkipsShedding: settings.allowListSkipsShedding,

@@ -19,6 +19,7 @@ import { StackedQuota } from './quotas/stacked-quota.js'
 import type { BackendLimiter } from '../rates/backend.js'
 import type { LongLivedKind } from './release/long-lived.js'
 import { AdmissionOptionError } from './errors.js'
+import { ObservedWait } from './release/observed-wait.js'
 
 type Hook = (...args: never[]) => unknown
 
@@ -201,13 +202,14 @@ export class RouteWiring {
       allowList: parsed.allowList,
       onBackendError: parsed.onBackendError,
       preHandler: parsed.hook === 'preHandler',
-      failures: loginAttempts ? new LoginAttempts({ quota: opened.limiter as StackedQuota, failed: parsed.failed!, cost: parsed.cost, log: this.log, route: name, headers: settings.headers, partitionKey: settings.partitionKey }) : undefined,
+      failures: loginAttempts ? new LoginAttempts({ quota: opened.limiter as StackedQuota, failed: parsed.failed!, cost: parsed.cost, log: this.log, route: name, formats: settings.headerFormats, partitionKey: settings.partitionKey }) : undefined,
       byContext: late,
       waitsForHandler: waits,
       handlerWatched: watched,
       notFound: false,
       longLived,
-      neverLongLived: parsed.longLived === false
+      neverLongLived: parsed.longLived === false,
+      observedWait: parsed.observedWait ? new ObservedWait() : undefined
     })
   }
 
@@ -232,7 +234,8 @@ export class RouteWiring {
       handlerWatched: true,
       notFound: true,
       longLived: undefined,
-      neverLongLived: true
+      neverLongLived: true,
+      observedWait: undefined
     })
   }
 
@@ -303,6 +306,7 @@ function declaredBy (route: RouteOptions): Declared {
 function pluginRoute (settings: Settings): RouteSettings {
   return {
     maxInFlight: false,
+    observedWait: false,
     priority: 'normal',
     rateLimit: undefined,
     cost: settings.cost,

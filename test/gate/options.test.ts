@@ -118,7 +118,7 @@ const RL = { limit: 10, windowMs: 1000, burst: 5 }
 // What a route's settings hold beyond the gate's numbers, when it sets none of it.
 const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined, onBackendError: 'deny' }
 /** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
-const ROUTE_OUT = { priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined, longLived: undefined, maxLongLived: false }
+const ROUTE_OUT = { observedWait: false, priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined, longLived: undefined, maxLongLived: false }
 
 // ---------------------------------------------------------------------------------------------
 // validateOptions
@@ -137,6 +137,7 @@ t.test('defaults', async (t) => {
       responseBody: 'json',
       fastRefusals: 'shed',
       headers: true,
+      headerFormats: ['draft-11'],
       partitionKey: undefined,
       key: undefined,
       ipv6Subnet: 56,
@@ -191,6 +192,7 @@ t.test('every option, valid', async (t) => {
     responseBody: 'text',
     fastRefusals: 'shed',
     headers: false,
+    headerFormats: [],
     partitionKey: undefined,
     key,
     ipv6Subnet: 64,

@@ -203,7 +203,7 @@ t.test('headers: { partitionKey }: pk is a digest of the client key, never the k
 })
 
 t.test('headers: bad values are refused at registration, naming the option', async (t) => {
-  for (const [headers, path] of [['yes', 'headers'], [{ partitionKey: 'short' }, 'headers.partitionKey'], [{ partitionKey: 1 }, 'headers.partitionKey'], [{ pk: true }, 'headers.pk'], [{}, 'headers.partitionKey']] as const) {
+  for (const [headers, path] of [['yes', 'headers'], [{ partitionKey: 'short' }, 'headers.partitionKey'], [{ partitionKey: 1 }, 'headers.partitionKey'], [{ pk: true }, 'headers.pk'], [{}, 'headers.format']] as const) {
     const app = Fastify()
     t.teardown(() => app.close())
     const error = await app.register(admission, { headers: headers as never }).ready().then(() => undefined, (e: unknown) => e)

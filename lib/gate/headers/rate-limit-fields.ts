@@ -92,29 +92,38 @@ export function moreAtOf (decision: RateDecision | PolicyOutcome): number {
   return Number.isSafeInteger(moreAt) ? moreAt! : decision.resetAt
 }
 
-/** What a browser's code needs to read of the gate's answer: when to come back, and what is left. */
+/** What a browser's code needs to read of the gate's answer in the default format: when to come back, and what is left. */
 const EXPOSED = ['Retry-After', 'RateLimit', 'RateLimit-Policy'] as const
-const EXPOSED_LIST = EXPOSED.join(', ')
+
+/** Makes a reply readable by a page of another origin (`browserExposure`). */
+export type Expose = (reply: FastifyReply) => void
 
 /**
  * A cross-origin response (it carries `Access-Control-Allow-Origin`, from @fastify/cors or the
- * application) exposes `Retry-After` and the `RateLimit` fields to the page's code: a browser
- * hides every response header but a few unless `Access-Control-Expose-Headers` names it. Names
- * already exposed stay, once each; `*` already exposes them to a request without credentials.
+ * application) exposes `Retry-After` and the rate-limit fields (`names`, those of the formats the
+ * registration sends) to the page's code: a browser hides every response header but a few unless
+ * `Access-Control-Expose-Headers` names it. Names already exposed stay, once each; `*` already
+ * exposes them to a request without credentials.
  */
-export function exposeToBrowsers (reply: FastifyReply): void {
-  if (allowedOrigin(reply) === undefined) return
-  const current = reply.getHeader('access-control-expose-headers')
-  if (current === undefined) {
-    reply.header('access-control-expose-headers', EXPOSED_LIST)
-    return
+export function browserExposure (names: readonly string[]): Expose {
+  const joined = names.join(', ')
+  return (reply) => {
+    if (allowedOrigin(reply) === undefined) return
+    const current = reply.getHeader('access-control-expose-headers')
+    if (current === undefined) {
+      reply.header('access-control-expose-headers', joined)
+      return
+    }
+    const list = Array.isArray(current) ? current.join(', ') : String(current)
+    const have = new Set(list.split(',').map((name) => name.trim().toLowerCase()))
+    if (have.has('*') && reply.getHeader('access-control-allow-credentials') !== 'true') return
+    const missing = names.filter((name) => !have.has(name.toLowerCase()))
+    if (missing.length !== 0) reply.header('access-control-expose-headers', `${list}, ${missing.join(', ')}`)
   }
-  const list = Array.isArray(current) ? current.join(', ') : String(current)
-  const have = new Set(list.split(',').map((name) => name.trim().toLowerCase()))
-  if (have.has('*') && reply.getHeader('access-control-allow-credentials') !== 'true') return
-  const missing = EXPOSED.filter((name) => !have.has(name.toLowerCase()))
-  if (missing.length !== 0) reply.header('access-control-expose-headers', `${list}, ${missing.join(', ')}`)
 }
+
+/** The default format's exposure (draft 11's two fields and `Retry-After`). */
+export const exposeToBrowsers: Expose = browserExposure(EXPOSED)
 
 // Fastify keeps the headers set on a reply (`reply.header()`, as @fastify/cors sets them) in an object
 // under its symbol `fastify.reply.headers`: read there, the check costs a property load on every

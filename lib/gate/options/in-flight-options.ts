@@ -167,6 +167,32 @@ function criticalReserveOption (path: string, value: unknown): number {
   return numberInRange(complain, path, value, 0, 1, 'a share of the in-flight limit, from 0 to below 1', true)
 }
 
+/** A route's own semaphore: its limit (false for none), and whether a full one advertises its observed wait. */
+export interface RouteInFlight {
+  readonly limit: number | false
+  readonly observed: boolean
+}
+
+const ROUTE_SHAPE = { keys: ['limit', 'retryAfter'], expected: "{ limit, retryAfter?: 'observed' }", nullPrototype: true, options: true }
+const ROUTE_EXPECTED = "a positive safe integer, false, or { limit, retryAfter?: 'observed' }"
+
+/**
+ * A route's `maxInFlight`: a number, `false` (none, the default), or `{ limit, retryAfter:
+ * 'observed' }` — a full semaphore then says `Retry-After` from the route's observed duration and
+ * its oldest permit's age instead of the constant 1 (a fixed limit of its own: the adaptive one is the plugin's).
+ */
+export function routeInFlightOption (path: string, value: unknown): RouteInFlight {
+  if (value === undefined || value === false) return { limit: false, observed: false }
+  // The object form says its `limit` or `retryAfter`; any other value is a number that is not one.
+  if (!has(value, 'limit') && !has(value, 'retryAfter')) return { limit: positiveInteger(complain, path, value, ROUTE_EXPECTED), observed: false }
+  const input = exactObject(complain, path, value, ROUTE_SHAPE)
+  const limit = positiveInteger(complain, `${path}.limit`, input.limit)
+  if (input.retryAfter !== undefined && input.retryAfter !== 'observed') {
+    throw new AdmissionOptionError(`${path}.retryAfter`, "'observed' (the wait from the route's observed duration) or absent (the constant 1)", input.retryAfter)
+  }
+  return { limit, observed: input.retryAfter === 'observed' }
+}
+
 /** A route's `priority`: only where the plugin has a global in-flight gate for it to act on. */
 export function priorityOption (path: string, value: unknown, gated: boolean): PriorityName {
   if (value === undefined) return 'normal'

@@ -1,4 +1,15 @@
 import type { PartitionKey } from '../headers/partition-key.js'
+import type { HeaderFormat } from '../headers/header-formats.js'
+
+export type { HeaderFormat }
+
+/** `headers: { format, partitionKey }`: which fields clients read, and draft 11's `pk`. */
+export interface HeadersOptions {
+  /** `'draft-11'` (the default), `'draft-7'`, `'draft-6'`, `'x-ratelimit'`, or a list of them (not `'draft-7'` with `'draft-11'`). */
+  format?: HeaderFormat | readonly HeaderFormat[]
+  /** `pk` on draft 11's `RateLimit` items: `true` (a secret drawn at registration) or a secret string. */
+  partitionKey?: boolean | string
+}
 import type { FastifyRequest } from 'fastify'
 import type { Algorithm, PenaltyOption, Policy } from '../../core/rates/types.js'
 import type { RatesBackend } from '../../rates/backend.js'
@@ -58,8 +69,12 @@ export type AdmissionHook = 'onRequest' | 'preHandler'
 
 /** What a route may override in `config.admission`. */
 export interface AdmissionRouteOptions {
-  /** A semaphore of this route's own, in addition to the global one; `false`: none (the default). */
-  maxInFlight?: number | false
+  /**
+   * A semaphore of this route's own, in addition to the global one; `false`: none (the default).
+   * `{ limit, retryAfter: 'observed' }`: a full one says `Retry-After` from the route's observed
+   * duration and its oldest permit's age (at most 60 s) instead of the constant 1.
+   */
+  maxInFlight?: number | false | { limit: number, retryAfter?: 'observed' }
   /**
    * This route's own buckets; `false`: no rate limit here; absent: the global buckets. One policy
    * takes the fields it leaves out from the plugin's one policy (`{ limit: 6 }`: the plugin's
@@ -152,11 +167,13 @@ export interface AdmissionOptions {
   /** `false`: shadow mode — decide, count, log and set headers, never refuse (default true). */
   enforce?: boolean
   /**
-   * Send `RateLimit-Policy` and `RateLimit` on limited routes, and the in-flight policy on a full
-   * gate's 503 (default true). `{ partitionKey }` sends them with `pk`, a digest of the client's key
-   * (`true`: under a secret drawn at registration; a string: under that secret, shared by a fleet).
+   * Send the rate-limit fields on limited routes (default true: draft 11's `RateLimit-Policy` and
+   * `RateLimit`, and the in-flight policy on a full gate's 503). `{ format }` chooses the fields
+   * clients read: `'draft-11'`, `'draft-7'`, `'draft-6'`, `'x-ratelimit'`, or a list of them.
+   * `{ partitionKey }` sends draft 11's with `pk`, a digest of the client's key (`true`: under a
+   * secret drawn at registration; a string: under that secret, shared by a fleet).
    */
-  headers?: boolean | { partitionKey: true | string }
+  headers?: boolean | HeadersOptions
   /** The client's key; default: `request.ip`, IPv6 grouped by `ipv6Subnet`. */
   key?: (request: FastifyRequest) => string
   /** Prefix length that groups IPv6 clients (default 56). */
@@ -189,6 +206,8 @@ export interface AdmissionOptions {
 
 export interface RouteSettings {
   readonly maxInFlight: number | false
+  /** A full route semaphore advertises its observed wait (`maxInFlight: { retryAfter: 'observed' }`). */
+  readonly observedWait: boolean
   readonly priority: PriorityName
   /** `undefined`: the route uses the plugin's limiter (or its group's). */
   readonly rateLimit: Limits | false | undefined
@@ -226,6 +245,8 @@ export interface Settings {
   readonly hook: AdmissionHook
   readonly enforce: boolean
   readonly headers: boolean
+  /** The formats sent (none with `headers: false`), in the order given. */
+  readonly headerFormats: readonly HeaderFormat[]
   /** `pk` of the client's key, when `headers.partitionKey` asks for it. */
   readonly partitionKey: PartitionKey | undefined
   readonly key: ((request: FastifyRequest) => string) | undefined

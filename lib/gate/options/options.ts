@@ -9,8 +9,9 @@ import { chargeOption } from './charge-option.js'
 import { pressureSettings, queueDelaySettings } from '../../pressure/options.js'
 import { metricsOption } from '../../metrics/options.js'
 import { POLICY_SHAPE } from '../../rates/policy.js'
-import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger } from '../../validation/checks.js'
-import { inFlightOption, priorityOption } from './in-flight-options.js'
+import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger, stringList } from '../../validation/checks.js'
+import { HEADER_FORMATS, type HeaderFormat } from '../headers/header-formats.js'
+import { inFlightOption, priorityOption, routeInFlightOption } from './in-flight-options.js'
 import { allowListOption, pluginAllowListOption } from './allow-list.js'
 import { refusalOption } from './refusal-options.js'
 import { REMOVED_HINTS } from './removed-options.js'
@@ -105,16 +106,40 @@ function keyOption (value: unknown): ((request: FastifyRequest) => string) | und
   return key
 }
 
-const HEADERS_SHAPE = { keys: ['partitionKey'], expected: 'a boolean, or an object { partitionKey }', nullPrototype: true }
+const HEADERS_EXPECTED = 'a boolean, or an object { format?, partitionKey? }'
+const HEADERS_SHAPE = { keys: ['format', 'partitionKey'], expected: HEADERS_EXPECTED, nullPrototype: true }
+const FORMATS_TEXT = `one of ${HEADER_FORMATS.map((format) => `'${format}'`).join(', ')} (the first is the default), or a list of them`
 
-/** `headers`: on (the default), off, or on with `pk` (`{ partitionKey }`). */
-function headersOption (value: unknown): { headers: boolean, partitionKey: PartitionKey | undefined } {
-  if (value === undefined || value === true || value === false) return { headers: value !== false, partitionKey: undefined }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AdmissionOptionError('headers', 'a boolean, or an object { partitionKey }', value)
+/** `headers.format`: one format, or a list of them (a migration period: both sets of fields at once). */
+function formatOption (value: unknown): readonly HeaderFormat[] {
+  const path = 'headers.format'
+  const listed = Array.isArray(value)
+  const formats = listed ? stringList(complain, path, value, FORMATS_TEXT, HEADER_FORMATS.length) : [value]
+  if (formats.length === 0) throw new AdmissionOptionError(path, `${FORMATS_TEXT} (a list names at least one; headers: false sends none)`, value)
+  formats.forEach((format, i) => {
+    if (!(HEADER_FORMATS as readonly unknown[]).includes(format)) throw new AdmissionOptionError(listed ? `${path}[${i}]` : path, FORMATS_TEXT, format)
+    if (formats.indexOf(format) !== i) throw new AdmissionOptionError(`${path}[${i}]`, 'a format the list does not name already', format)
+  })
+  // Both define `RateLimit`, each its own way: one field cannot say both.
+  if (formats.includes('draft-7') && formats.includes('draft-11')) throw new AdmissionOptionError(path, "'draft-7' or 'draft-11', not both (each defines the RateLimit field its own way)", value)
+  return Object.freeze(formats as HeaderFormat[])
+}
+
+const DEFAULT_FORMATS: readonly HeaderFormat[] = Object.freeze(['draft-11'])
+const NO_FORMATS: readonly HeaderFormat[] = Object.freeze([])
+
+/** `headers`: on (the default: draft 11's fields), off, or an object that says which formats and whether with `pk` (`{ format, partitionKey }`). */
+function headersOption (value: unknown): { headers: boolean, formats: readonly HeaderFormat[], partitionKey: PartitionKey | undefined } {
+  if (value === undefined || value === true || value === false) return { headers: value !== false, formats: value === false ? NO_FORMATS : DEFAULT_FORMATS, partitionKey: undefined }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AdmissionOptionError('headers', HEADERS_EXPECTED, value)
   const input = exactObject(complain, 'headers', value, HEADERS_SHAPE)
   // An object says something: `{}` is a typo for a key, not a way to write `true`.
-  if (input.partitionKey === undefined) throw new AdmissionOptionError('headers.partitionKey', 'true, false or a secret string (the object form of headers is for partitionKey; headers: true sends the fields without it)', undefined)
-  return { headers: true, partitionKey: partitionKeyOption(input.partitionKey) }
+  if (input.partitionKey === undefined && input.format === undefined) throw new AdmissionOptionError('headers.format', `${FORMATS_TEXT} (the object form of headers says a format or a partitionKey; headers: true sends the default fields)`, undefined)
+  const formats = input.format === undefined ? DEFAULT_FORMATS : formatOption(input.format)
+  if (input.partitionKey !== undefined && input.partitionKey !== false && !formats.includes('draft-11')) {
+    throw new AdmissionOptionError('headers.partitionKey', "false or absent unless the formats include 'draft-11' (pk is a parameter of its RateLimit field)", undefined, { got: `a partitionKey with the formats ${formats.join(', ')}` })
+  }
+  return { headers: true, formats, partitionKey: input.partitionKey === undefined ? undefined : partitionKeyOption(input.partitionKey) }
 }
 
 /** The plugin's options, checked once at registration. */
@@ -122,7 +147,7 @@ export function validateOptions (options: unknown): Settings {
   const input = exactObject(complain, 'options', options ?? {}, OPTIONS_SHAPE)
   const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', input.rateLimit)
   const refusal = refusalOption(input.refusal)
-  const { headers, partitionKey } = headersOption(input.headers)
+  const { headers, formats, partitionKey } = headersOption(input.headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
   const inFlight = inFlightOption('maxInFlight', input.maxInFlight)
@@ -143,6 +168,7 @@ export function validateOptions (options: unknown): Settings {
     hook,
     enforce: booleanOption('enforce', input.enforce, true),
     headers,
+    headerFormats: formats,
     partitionKey,
     key,
     ipv6Subnet,
@@ -211,9 +237,11 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     if (input.groupId !== undefined) throw new AdmissionOptionError(`${path}.count`, "'requests' with a groupId (a group's routes count alike)", count)
   }
   const charge = chargeOption(`${path}.charge`, input.charge, effective, count)
+  const inFlight = routeInFlightOption(`${path}.maxInFlight`, input.maxInFlight)
   return Object.freeze({
     // A route's own semaphore is a fixed limit (the adaptive limit is the plugin's).
-    maxInFlight: boundOrFalse(`${path}.maxInFlight`, input.maxInFlight),
+    maxInFlight: inFlight.limit,
+    observedWait: inFlight.observed,
     priority: priorityOption(`${path}.priority`, input.priority, plugin.maxInFlight !== false),
     rateLimit,
     cost,

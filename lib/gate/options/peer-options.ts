@@ -12,6 +12,8 @@ function here (peer: string, name: string, becomes: string): string {
   return `${peer}'s \`${name}\` is ${becomes} here`
 }
 
+const ADD_HEADERS = "`headers`: `headers: { format: 'x-ratelimit' }` sends x-ratelimit-limit, -remaining and -reset on every response (all three, not one by one), `headers: false` none; `Retry-After` is on every refusal"
+
 const PRESSURE_KEYS = ['maxEventLoopDelay', 'maxEventLoopUtilization', 'maxHeapUsedBytes', 'maxRssBytes', 'retryAfter', 'sampleInterval', 'exposeStatusRoute', 'healthCheck', 'healthCheckInterval', 'pressureHandler']
 
 /** The plugin's options. */
@@ -32,9 +34,9 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
   onExceeding: `${RATE_LIMIT}'s \`onExceeding\` has no equivalent here: subscribe to the \`fastify-admission:decision\` channel (DECISION_CHANNEL), whose events carry \`outcome\` and \`key\``,
   ban: `${RATE_LIMIT}'s \`ban\` has no equivalent here: count refusals in \`onLimit\` and answer 403 from \`errorResponseBuilder\` (docs/migration/rate-limit.md)`,
   onBanReach: `${RATE_LIMIT}'s \`onBanReach\` has no equivalent here (there is no ban): see docs/migration/rate-limit.md`,
-  addHeaders: here(RATE_LIMIT, 'addHeaders', '`headers` (true or false: the IETF draft\'s RateLimit-Policy and RateLimit fields)'),
-  addHeadersOnExceeding: here(RATE_LIMIT, 'addHeadersOnExceeding', '`headers` (true or false: the IETF draft\'s RateLimit-Policy and RateLimit fields)'),
-  enableDraftSpec: `${RATE_LIMIT}'s \`enableDraftSpec\` is always on here, as the IETF draft 11's fields (\`headers: false\` for none)`,
+  addHeaders: here(RATE_LIMIT, 'addHeaders', ADD_HEADERS),
+  addHeadersOnExceeding: here(RATE_LIMIT, 'addHeadersOnExceeding', ADD_HEADERS),
+  enableDraftSpec: here(RATE_LIMIT, 'enableDraftSpec: true', "`headers: { format: 'draft-6' }` (its ratelimit-limit, -remaining and -reset; the default format is the IETF draft 11's fields)"),
   message: `${UNDER_PRESSURE}'s \`message\` is \`errorResponseBuilder\` here (the body of every refusal), or \`refusal\` (a built-in body)`,
   customError: `${UNDER_PRESSURE}'s \`customError\` is \`errorResponseBuilder\` here (the body of every refusal), or \`refusal\` (a built-in body)`,
   eventLoopUtilizationMode: `${UNDER_PRESSURE}'s \`eventLoopUtilizationMode\` is always 'interval' here (\`pressure: { maxEventLoopUtilization }\`)`,

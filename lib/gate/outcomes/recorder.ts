@@ -5,7 +5,7 @@ import type { GateCounters } from '../../metrics/counters.js'
 import type { StackDecision } from '../../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
-import { exposeToBrowsers, inFlightFields, type InFlightPolicyName } from '../headers/rate-limit-fields.js'
+import { inFlightFields, type Expose, type InFlightPolicyName } from '../headers/rate-limit-fields.js'
 import type { Permit } from '../release/permit.js'
 import type { Slots } from '../release/slots.js'
 import type { Refuse } from './refusal-styles.js'
@@ -27,6 +27,8 @@ export interface OutcomeContext {
   readonly limitStatusCode: 429 | 503
   readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
+  /** Makes an answer readable by pages of other origins: `Retry-After` and the fields of the formats sent. */
+  readonly expose: Expose
 }
 
 /**
@@ -55,13 +57,21 @@ export class Outcomes {
   private readonly onShedCalls: Contained
   private readonly subscriberCalls: Contained
 
-  /** A full gate's 503 carries the in-flight policy's `RateLimit` fields (`headers`). */
+  /**
+   * A full gate's 503 carries the in-flight policy's `RateLimit` fields: in draft 11's format only,
+   * whose `qu="concurrent-requests"` says the quota is the server's concurrency, not the client's
+   * (the older formats have no way to say it: their `limit=1` would read as the client's quota).
+   */
   private readonly inFlightHeaders: boolean
   // The fields of the last limit advertised, per name (an adaptive limit moves now and then, not per request).
   private readonly fieldsByName = new Map<InFlightPolicyName, { limit: number, policy: string, rateLimit: string }>()
 
-  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string, inFlightHeaders: boolean) {
+  /** `Retry-After` of the route's own full semaphore: its observed wait (`retryAfter: 'observed'`), or the gate's. */
+  private readonly routeWait: (permit: Permit) => number
+
+  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string, inFlightHeaders: boolean, routeWait?: (permit: Permit) => number) {
     this.context = context
+    this.routeWait = routeWait ?? (() => context.slots.retryAfter)
     this.inFlightHeaders = inFlightHeaders
     this.enforce = enforce
     this.onBackendError = onBackendError
@@ -112,7 +122,7 @@ export class Outcomes {
     const slots = this.context.slots
     // The route's own limit when it is the one that is full; else the registration's.
     const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
-    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, slots.retryAfter)
+    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, own ? this.routeWait(permit) : slots.retryAfter)
   }
 
   /**
@@ -188,7 +198,7 @@ export class Outcomes {
   private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string, violated: readonly string[]): void {
     refused(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
     ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
-    exposeToBrowsers(permit.reply)
+    this.context.expose(permit.reply)
     this.refusals[reason](permit, status, seconds, reason, message, violated)
   }
 

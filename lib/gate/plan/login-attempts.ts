@@ -3,6 +3,7 @@ import { UNDECIDABLE } from '../../rates/backend.js'
 import type { StackDecision } from '../../rates/decision.js'
 import { moreAtOf, rateLimitList } from '../headers/rate-limit-fields.js'
 import { withPartitionKey, type PartitionKey } from '../headers/partition-key.js'
+import { expiringLimitWriter, writeStack, type ExpiringLimit, type HeaderFormat } from '../headers/header-formats.js'
 import type { StackedQuota } from '../quotas/stacked-quota.js'
 import type { PermitRecord } from '../release/permit-record.js'
 import type { FailedResponse } from '../options/login-options.js'
@@ -39,10 +40,15 @@ export class LoginAttempts {
   private failing = false
   private readonly headers: boolean
   private readonly partitionKey: PartitionKey | undefined
+  /** Draft 11's `RateLimit` is sent; `older`: the older formats' writer, when they are. */
+  private readonly draft11: boolean
+  private readonly older: ExpiringLimit | undefined
 
-  constructor (parts: { quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string, headers: boolean, partitionKey: PartitionKey | undefined }) {
+  constructor (parts: { quota: StackedQuota, failed: FailedResponse, cost: number, log: FastifyBaseLogger, route: string, formats: readonly HeaderFormat[], partitionKey: PartitionKey | undefined }) {
     this.quota = parts.quota
-    this.headers = parts.headers
+    this.headers = parts.formats.length !== 0
+    this.draft11 = parts.formats.includes('draft-11')
+    this.older = expiringLimitWriter(parts.formats)
     this.partitionKey = parts.partitionKey
     this.failed = parts.failed
     this.cost = parts.cost
@@ -114,22 +120,26 @@ export class LoginAttempts {
     if (typeof recorded === 'object') {
       const told = recorded.then((decision) => {
         this.failing = false
-        if (headers) this.tell(reply, key, decision.policies.map((p) => p.remaining), decision.policies.map(moreAtOf), Date.now())
+        if (headers) this.tell(reply, key, decision.policies.map((p) => p.remaining), decision.policies.map(moreAtOf), decision.policies.map((p) => p.resetAt), Date.now())
       }, (error: unknown) => { this.trouble(error, 'the backend could not record it') })
       return headers ? told : undefined
     }
     this.failing = false
     if (headers) {
       const sync = this.quota.sync!
-      this.tell(reply, key, sync.remaining, sync.moreAt, sync.decidedAt)
+      this.tell(reply, key, sync.remaining, sync.moreAt, sync.resetAt, sync.decidedAt)
     }
   }
 
-  /** `RateLimit` after the failure, from the stack's own numbers. */
-  private tell (reply: FastifyReply, key: string, remaining: ArrayLike<number>, moreAt: ArrayLike<number>, now: number): void {
-    const value = rateLimitList(this.quota.starts, this.quota.quotas, remaining, moreAt, now)
-    const pk = this.partitionKey
-    reply.header('ratelimit', pk === undefined ? value : withPartitionKey(value, pk(key)))
+  /** The fields after the failure, in each format sent, from the stack's own numbers. */
+  private tell (reply: FastifyReply, key: string, remaining: ArrayLike<number>, moreAt: ArrayLike<number>, resetAt: ArrayLike<number>, now: number): void {
+    const quota = this.quota
+    if (this.draft11) {
+      const value = rateLimitList(quota.starts, quota.quotas, remaining, moreAt, now)
+      const pk = this.partitionKey
+      reply.header('ratelimit', pk === undefined ? value : withPartitionKey(value, pk(key)))
+    }
+    if (this.older !== undefined) writeStack(this.older, reply, quota.quotas, remaining, resetAt, now, undefined)
   }
 
   /** A failure that could not be counted: logged once until one is counted again. */

@@ -10,11 +10,14 @@ import { Outcomes, type OutcomeContext, type Refusals } from '../outcomes/record
 import { builder, json, problem, text, throughErrors, throughReply, type Refuse } from '../outcomes/refusal-styles.js'
 import { CRITICAL, SHEDDABLE, type Priority } from '../release/priority.js'
 import type { AdaptiveSampler } from '../release/adaptive-sampler.js'
-import type { EndListener } from '../release/permit.js'
+import type { EndListener, Permit } from '../release/permit.js'
+import type { ObservedWait } from '../release/observed-wait.js'
 import type { Slots, Take } from '../release/slots.js'
 import type { LongLivedConnections, LongLivedKind } from '../release/long-lived.js'
 import type { RouteGate } from '../route-gate.js'
 import type { PartitionKey } from '../headers/partition-key.js'
+import { expiringLimitWriter, olderPolicyHeader, type ExpiringLimit, type HeaderFormat } from '../headers/header-formats.js'
+import { expiringLaterStep, expiringNowStep, olderPolicyStep, stackExpiringLaterStep, stackExpiringNowStep } from './format-steps.js'
 import { StepList, type Plan, type Step } from './plan.js'
 import {
   admitStep, allowFirstStep, allowListStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
@@ -53,6 +56,8 @@ export interface RouteSpec {
   readonly longLived: LongLivedKind | undefined
   /** `config.admission.longLived: false`: a reply of the route is never long-lived, not even an event stream. */
   readonly neverLongLived: boolean
+  /** A full route semaphore advertises its observed wait (`maxInFlight: { retryAfter: 'observed' }`): its durations are sampled as its permits end. */
+  readonly observedWait: ObservedWait | undefined
 }
 
 /** What the planner takes from the registration. */
@@ -65,6 +70,8 @@ export interface PlanParts {
   readonly sampler: AdaptiveSampler | undefined
   readonly pressure: Pressure | undefined
   readonly headers: boolean
+  /** The header formats sent (`headers.format`; none with `headers: false`). */
+  readonly formats: readonly HeaderFormat[]
   /** `pk` on every `RateLimit` item (`headers.partitionKey`), or undefined. */
   readonly partitionKey: PartitionKey | undefined
   readonly keyOf: (request: FastifyRequest) => string
@@ -84,9 +91,15 @@ export class Planner {
   private readonly parts: PlanParts
   /** The registration's built-in refusals, shared by every route without a builder. */
   private readonly builtIn: Refusals
+  /** Draft 11's fields are sent (the default). */
+  private readonly draft11: boolean
+  /** The writer of the older formats sent (drafts 6 and 7, `x-ratelimit`), chosen once; undefined for none. */
+  private readonly older: ExpiringLimit | undefined
 
   constructor (parts: PlanParts) {
     this.parts = parts
+    this.draft11 = parts.formats.includes('draft-11')
+    this.older = expiringLimitWriter(parts.formats)
     const style = parts.responseBody === 'problem' ? problem : parts.responseBody === 'text' ? text : json
     const reply = parts.responseBody === 'error' ? throughErrors : throughReply(style)
     const fast = parts.fastRefusals === false ? reply : rawRefusal(style)
@@ -96,7 +109,9 @@ export class Planner {
   plan (spec: RouteSpec): Plan {
     const parts = this.parts
     const route = spec.gate.name
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, parts.headers)
+    const observed = spec.observedWait
+    const routeWait = observed === undefined ? undefined : (permit: Permit): number => observed.seconds(permit.route)
+    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, this.draft11, routeWait)
     const gate = spec.gate
     const allows = spec.allowList
     const keyed = gate.limiter !== undefined || allows !== undefined
@@ -164,24 +179,31 @@ export class Planner {
    */
   private quota (gate: RouteGate, outcomes: Outcomes, stamped: boolean, list: StepList): StepList {
     const headers = this.parts.headers
+    const draft11 = this.draft11
+    const older = this.older
     const limiter = gate.limiter!
     const stack = gate.stacked
     if (stamped) list.add(decidedAtStep(limiter))
     const sync = limiter.synchronous
     if (stack !== undefined && stack.verdicts !== undefined) {
       list.add(decideNowStep(gate, stack.verdicts, outcomes))
-      if (headers) list.add(stackHeadersNowStep(gate, stack.sync!))
+      if (draft11) list.add(stackHeadersNowStep(gate, stack.sync!))
+      if (older !== undefined) list.add(stackExpiringNowStep(gate, stack.sync!, older))
     } else if (sync !== undefined) {
       list.add(decideNowStep(gate, sync, outcomes))
-      if (headers) list.add(headersNowStep(gate, sync))
+      if (draft11) list.add(headersNowStep(gate, sync))
+      if (older !== undefined) list.add(expiringNowStep(gate, sync, older))
     } else {
       list.addResuming((rest) => decideLaterStep(gate, limiter, outcomes, rest))
-      if (headers) list.add(stack === undefined ? headersLaterStep(gate) : stackHeadersLaterStep(gate))
+      if (draft11) list.add(stack === undefined ? headersLaterStep(gate) : stackHeadersLaterStep(gate))
+      if (older !== undefined) list.add(stack === undefined ? expiringLaterStep(gate, older) : stackExpiringLaterStep(gate, older))
     }
+    const policy = olderPolicyHeader(this.parts.formats, stack === undefined ? [gate.policy!] : stack.stack.policies, gate.cost)
+    if (policy !== undefined) list.add(olderPolicyStep(policy))
     const partitionKey = this.parts.partitionKey
-    if (headers && partitionKey !== undefined) list.add(partitionKeyStep(partitionKey))
+    if (draft11 && partitionKey !== undefined) list.add(partitionKeyStep(partitionKey))
     list.add(verdictStep(outcomes))
-    if (headers) list.add(exposedStep())
+    if (headers) list.add(exposedStep(this.parts.outcomes.expose))
     return list.add(admitStep(outcomes))
   }
 
@@ -213,10 +235,13 @@ export class Planner {
   }
 
   private endedInFlight (spec: RouteSpec): EndListener {
-    const release = this.parts.slots.release
+    const slots = this.parts.slots.release
+    const observed = spec.observedWait
+    // The route's durations are sampled before its slot goes back (a waiting client may take it at once).
+    const release: EndListener = observed === undefined ? slots : (permit, how) => { observed.ended(permit, how); slots(permit) }
     const sampler = this.parts.sampler
     const failures = spec.failures
-    const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit) }
+    const sampled: EndListener = sampler === undefined ? release : (permit, how) => { sampler.ended(permit, how); release(permit, how) }
     const charged: EndListener = spec.charge === undefined ? sampled : chargedAfter(spec.charge.ended, sampled)
     if (failures === undefined) return charged
     if (spec.byContext) {

@@ -8,7 +8,7 @@ import { AdmissionTierError } from '../errors.js'
 import type { AllowMatcher } from '../options/allow-list.js'
 import type { Outcomes } from '../outcomes/recorder.js'
 import { retrySeconds } from '../outcomes/refusal-text.js'
-import { exposeToBrowsers, moreAtOf, rateLimitHeader, rateLimitList } from '../headers/rate-limit-fields.js'
+import { moreAtOf, rateLimitHeader, rateLimitList, type Expose } from '../headers/rate-limit-fields.js'
 import { withPartitionKey, type PartitionKey } from '../headers/partition-key.js'
 import { watchLongLived, type LongLivedConnections, type LongLivedKind } from '../release/long-lived.js'
 import type { Permit } from '../release/permit.js'
@@ -387,10 +387,10 @@ export function verdictStep (outcomes: Outcomes): Step {
   })
 }
 
-/** An admission's fields, readable by a page of another origin (see `exposeToBrowsers`). */
-export function exposedStep (): Step {
+/** An admission's fields, readable by a page of another origin (`expose`: the formats' names, see `browserExposure`). */
+export function exposedStep (expose: Expose): Step {
   return named('exposed', function (permit) {
-    exposeToBrowsers(permit.reply)
+    expose(permit.reply)
     return true
   })
 }
