@@ -72,9 +72,9 @@ function combinedField (text: string, receivedAt: number): number | undefined {
 
 /** `x-ratelimit-reset`: delta-seconds, or seconds since the epoch (never before `receivedAt`). */
 function vendorField (remaining: string | undefined, reset: string | undefined, receivedAt: number): number | undefined {
-  const seconds = reset === undefined ? undefined : wholeSeconds(reset)
-  if (seconds === undefined || seconds < EPOCH_SECONDS_FROM) return exhausted(remaining, reset, receivedAt)
-  return exhausted(remaining, '0', Math.max(receivedAt, seconds * 1000))
+  const epoch = reset !== undefined && /^\d+$/.test(reset.trim()) ? Number(reset.trim()) : 0
+  if (epoch < EPOCH_SECONDS_FROM) return exhausted(remaining, reset, receivedAt)
+  return exhausted(remaining, '0', Math.max(receivedAt, epoch * 1000))
 }
 
 /**

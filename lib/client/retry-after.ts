@@ -7,12 +7,18 @@ export function fieldValues (value: string | string[] | undefined): string[] {
   return Array.isArray(value) ? value : [value]
 }
 
-/** Whole seconds written as digits only (`5`, `012`), capped at `MAX_SECONDS`; undefined for anything else. */
+/**
+ * Seconds written as digits (`5`, `012`), capped at `MAX_SECONDS`; undefined for anything else. A
+ * fraction (`1.5`), which the fields do not allow, is read rounded up: waiting longer is honest.
+ */
 export function wholeSeconds (text: string): number | undefined {
   const trimmed = text.trim()
-  if (!/^\d+$/.test(trimmed)) return undefined
-  return Math.min(Number(trimmed), MAX_SECONDS)
+  if (!/^\d+(\.\d+)?$/.test(trimmed)) return undefined
+  return Math.min(Math.ceil(Number(trimmed)), MAX_SECONDS)
 }
+
+/** An HTTP-date starts with the day's name (IMF-fixdate, RFC 850 and asctime alike): anything else is not read as a date, however lax `Date.parse` is. */
+const HTTP_DATE = /^[A-Za-z]{3,9},? /
 
 /**
  * The time (ms since the epoch) before which `Retry-After` asks that nothing be sent: delta-seconds
@@ -25,7 +31,7 @@ export function retryAfterTime (value: string | string[] | undefined, receivedAt
   let at: number | undefined
   for (const text of fieldValues(value)) {
     const seconds = wholeSeconds(text)
-    const date = seconds === undefined ? Date.parse(text.trim()) : Number.NaN
+    const date = seconds === undefined && HTTP_DATE.test(text.trim()) ? Date.parse(text.trim()) : Number.NaN
     const time = seconds !== undefined ? receivedAt + seconds * 1000 : Number.isNaN(date) ? undefined : Math.max(receivedAt, date)
     if (time !== undefined && (at === undefined || time > at)) at = time
   }
