@@ -5,6 +5,8 @@
 import Fastify = require('fastify')
 import admission = require('fastify-admission')
 import core = require('fastify-admission/core')
+import client = require('fastify-admission/client')
+import undici = require('undici')
 import viaDefault from 'fastify-admission'
 
 const { memoryBackend, redisBackend, RatesError, RatesPolicyConflictError, AdmissionOptionError } = admission
@@ -61,6 +63,12 @@ async function main (): Promise<void> {
   void ok
 }
 void main
+
+// The client entry: named exports, composed into undici's Agent.
+const retry: client.AdmissionRetryInterceptor = client.admissionRetry({ maxRetries: 1 })
+void new undici.Agent().compose(retry)
+const counted: client.AdmissionRetryStats = retry.stats()
+void counted
 
 // The default import (esModuleInterop, implied by node16) is the same plugin.
 void Fastify().register(viaDefault, { maxInFlight: 1 })

@@ -74,3 +74,17 @@ t.test('one error class identity across import and require: instanceof holds whi
     }
   }
 })
+
+t.test('fastify-admission/client: the interceptor from ESM and CommonJS, without loading undici or the plugin', async (t) => {
+  const esm = await import('fastify-admission/client')
+  const cjs = createRequire(import.meta.url)('fastify-admission/client') as typeof esm
+  for (const mod of [esm, cjs]) {
+    t.type(mod.admissionRetry, 'function')
+    t.equal(mod.RETRY_ATTEMPT_HEADER, 'retry-attempt')
+    const retry = mod.admissionRetry({ maxRetries: 1 })
+    t.type(retry(() => true), 'function', 'an interceptor: dispatch in, dispatch out')
+    t.equal(retry.stats().requests, 0)
+    t.throws(() => mod.admissionRetry({ maxRetries: -1 }), { code: 'ADMISSION_INVALID_OPTION', path: 'options.maxRetries' })
+  }
+  t.strictSame(Object.keys(esm).sort(), ['RETRY_ATTEMPT_HEADER', 'admissionRetry'])
+})

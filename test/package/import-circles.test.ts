@@ -210,3 +210,16 @@ t.test('pressure and metrics sit below the gate: they do not import lib/gate/', 
   t.strictSame(gateImports('lib/pressure'), [], 'lib/pressure/ imports no lib/gate/ file')
   t.strictSame(gateImports('lib/metrics'), [], 'lib/metrics/ imports no lib/gate/ file')
 })
+
+t.test('lib/client/ is the client alone: of lib/ only the validation toolkit and the core, of packages only undici\'s types', async (t) => {
+  const client = [...graph.edges.keys()].filter(under('lib/client'))
+  t.ok(client.length > 0)
+  const outside: string[] = []
+  for (const file of client) {
+    for (const target of graph.edges.get(file)!) if (!['lib/client', 'lib/validation', 'lib/core'].some((dir) => under(dir)(target))) outside.push(`${file} → ${target}`)
+    for (const name of graph.packages.get(file)!) if (!name.startsWith('node:') && name !== 'undici') outside.push(`${file} → ${name}`)
+  }
+  t.strictSame(outside, [], 'nothing of the server (the gate, Fastify)')
+  const undici = client.filter((file) => /^import\s+(?!type\b)[^\n]*from\s+'undici'/m.test(readFileSync(join(ROOT, file), 'utf8')))
+  t.strictSame(undici, [], 'undici only as `import type`: the application brings it')
+})
