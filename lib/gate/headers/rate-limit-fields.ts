@@ -132,10 +132,32 @@ export const exposeToBrowsers: Expose = browserExposure(EXPOSED)
 // through `getHeader`, as is a header set on the raw response.
 let kReplyHeaders: symbol | undefined
 
+/** The reply's header object, where Fastify keeps what `reply.header()` sets; undefined on a reply without one. */
+function replyHeaders (reply: FastifyReply): Record<string, unknown> | undefined {
+  kReplyHeaders ??= Object.getOwnPropertySymbols(reply).find((symbol) => symbol.description === 'fastify.reply.headers')
+  return kReplyHeaders === undefined ? undefined : (reply as unknown as Record<symbol, Record<string, unknown> | undefined>)[kReplyHeaders]
+}
+
 /** The reply's `Access-Control-Allow-Origin`, or undefined. */
 export function allowedOrigin (reply: FastifyReply): unknown {
-  kReplyHeaders ??= Object.getOwnPropertySymbols(reply).find((symbol) => symbol.description === 'fastify.reply.headers')
-  const headers = kReplyHeaders === undefined ? undefined : (reply as unknown as Record<symbol, Record<string, unknown> | undefined>)[kReplyHeaders]
+  const headers = replyHeaders(reply)
   if (headers === undefined) return reply.getHeader('access-control-allow-origin')
   return headers['access-control-allow-origin'] ?? reply.raw.getHeader('access-control-allow-origin')
+}
+
+/**
+ * Sets `RateLimit-Policy` and, unless undefined, `RateLimit` on an admission, as `reply.header()`
+ * would: for these names (lowercase already, neither `set-cookie`) it stores the value under the
+ * name in the reply's header object, which is what it does after lowercasing the name — two
+ * lowercasings an admission need not pay. A reply without that object is set through `header()`.
+ */
+export function setFields (reply: FastifyReply, policy: string, rateLimit: string | undefined): void {
+  const headers = replyHeaders(reply)
+  if (headers === undefined) {
+    reply.header('ratelimit-policy', policy)
+    if (rateLimit !== undefined) reply.header('ratelimit', rateLimit)
+    return
+  }
+  headers['ratelimit-policy'] = policy
+  if (rateLimit !== undefined) headers.ratelimit = rateLimit
 }

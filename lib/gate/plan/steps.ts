@@ -8,7 +8,7 @@ import { AdmissionTierError } from '../errors.js'
 import type { AllowMatcher } from '../options/allow-list.js'
 import type { Outcomes } from '../outcomes/recorder.js'
 import { retrySeconds } from '../outcomes/refusal-text.js'
-import { moreAtOf, rateLimitHeader, rateLimitList, type Expose } from '../headers/rate-limit-fields.js'
+import { moreAtOf, rateLimitHeader, rateLimitList, setFields, type Expose } from '../headers/rate-limit-fields.js'
 import { withPartitionKey, type PartitionKey } from '../headers/partition-key.js'
 import { watchLongLived, type LongLivedConnections, type LongLivedKind } from '../release/long-lived.js'
 import type { Permit } from '../release/permit.js'
@@ -322,8 +322,7 @@ export function headersNowStep (gate: RouteGate, sync: SynchronousDecisions): St
   const quota = gate.quota
   const start = gate.rateLimitStart
   return named('headersNow', function (permit) {
-    const reply = permit.reply.header('ratelimit-policy', policy)
-    if (!permit.backendFailed) reply.header('ratelimit', rateLimitHeader(sync.remaining, quota, sync.moreAt, sync.decidedAt, start))
+    setFields(permit.reply, policy, permit.backendFailed ? undefined : rateLimitHeader(sync.remaining, quota, sync.moreAt, sync.decidedAt, start))
     return true
   })
 }
@@ -347,8 +346,7 @@ export function stackHeadersNowStep (gate: RouteGate, sync: SynchronousStack): S
   const policy = gate.policyHeader!
   const { starts, quotas } = gate.stacked!
   return named('stackHeadersNow', function (permit) {
-    const reply = permit.reply.header('ratelimit-policy', policy)
-    if (!permit.backendFailed) reply.header('ratelimit', rateLimitList(starts, quotas, sync.remaining, sync.moreAt, sync.decidedAt))
+    setFields(permit.reply, policy, permit.backendFailed ? undefined : rateLimitList(starts, quotas, sync.remaining, sync.moreAt, sync.decidedAt))
     return true
   })
 }
