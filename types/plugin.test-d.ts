@@ -45,8 +45,10 @@ await app.register(named, { maxInFlight: false, rateLimit: false })
 
 // @ts-expect-error an unknown option
 await app.register(admission, { maxInflight: 3 })
-// @ts-expect-error rateLimit needs windowMs
-await app.register(admission, { rateLimit: { limit: 3 } })
+// One policy's fields left out are the defaults' (1000 per 60 000 ms); a route's drops the plugin's penalty with false.
+await app.register(admission, { rateLimit: { limit: 3, penalty: false } })
+// @ts-expect-error a limit is a number
+await app.register(admission, { rateLimit: { limit: '3' } })
 // @ts-expect-error only 429 or 503
 await app.register(admission, { refusal: { limitStatusCode: 500 } })
 // @ts-expect-error a body the gate knows

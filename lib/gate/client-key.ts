@@ -31,13 +31,14 @@ export function clientKey (ip: string | undefined, subnet: number): string {
  * The default key's value for an address (`request.ip`): what a `key` function returns to share the
  * default's quota, as in `key: (request) => apiKey(request) ?? normalizeIP(request.ip)`. IPv4 as it
  * is, an IPv4-mapped IPv6 address as its IPv4 address, other IPv6 addresses grouped by their first
- * `ipv6Subnet` bits (default 56, the plugin's default) as `prefix/bits`. (@fastify/rate-limit's
- * `normalizeIP` groups by 64 and writes the subnet's first address.)
+ * `ipv6Subnet` bits (default 56, the plugin's default) as `prefix/bits`, anything else lowercased
+ * (as @fastify/rate-limit's `normalizeIP`, which groups by 64 and writes the subnet's first
+ * address: docs/migration/rate-limit.md says why this one does not).
  */
 export function normalizeIP (ip: string, ipv6Subnet = 56): string {
   if (typeof ip !== 'string') throw new AdmissionOptionError('normalizeIP(ip)', 'a string (an address, as request.ip)', ip)
   if (!isPositiveSafeInteger(ipv6Subnet) || ipv6Subnet > 128) throw new AdmissionOptionError('normalizeIP(ip, ipv6Subnet)', 'a prefix length from 1 to 128', ipv6Subnet)
-  return clientKey(ip, ipv6Subnet)
+  return isIPv6(ip) ? clientKey(ip, ipv6Subnet) : ip.toLowerCase()
 }
 
 /** The eight 16-bit groups of a well-formed IPv6 address (zone dropped, embedded IPv4 expanded). */

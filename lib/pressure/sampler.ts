@@ -21,7 +21,9 @@ function kept (previous: PressureReadings, next: PressureReadings): PressureRead
  * Reads the signals every `sampleInterval` on an unref'd timer (never per request) and keeps the
  * verdict — the signal over its limit, if any — where the request hook reads it as one field.
  * `healthCheck` runs on its own timer, one run at a time; unhealthy until its first run says
- * otherwise (as under-pressure). Started at `onReady`, stopped at `onClose`.
+ * otherwise (as under-pressure). The readings begin when it is made, at registration (a loop blocked
+ * before `ready()` is measured), the samples at `onReady`; everything stops at `onClose`, which
+ * runs on a registration that failed too.
  *
  * The status route asks for the health check's answer (`health`) at whatever rate it is called:
  * an answer younger than `sampleInterval` is reused, and a run under way is shared, so that any
@@ -40,7 +42,7 @@ export class Sampler {
   private readonly healthCalls: Contained
   private readonly readingCalls: Contained
   private readonly changed: () => void
-  private source: { read: () => PressureReadings, stop: () => void } | undefined
+  private readonly source: { read: () => PressureReadings, stop: () => void }
   private timer: NodeJS.Timeout | undefined
   private healthTimer: NodeJS.Timeout | undefined
   private stopped = false
@@ -59,12 +61,13 @@ export class Sampler {
     this.readingCalls = new Contained(this.log, 'readings', undefined, 'keeping the previous readings')
     this.changed = changed
     this.healthy = settings.healthCheck === undefined
+    // The process's event-loop delay is measured from here on.
+    const given = settings.readings
+    this.source = given === undefined ? processReadings() : { read: given, stop () {} }
   }
 
   /** The first sample and the first health check, then the timers. */
   async start (): Promise<void> {
-    const given = this.settings.readings
-    this.source = given === undefined ? processReadings() : { read: given, stop () {} }
     if (this.settings.healthCheck !== undefined) await this.checkHealth()
     this.sample()
     this.timer = setTimeout(() => {
@@ -84,7 +87,7 @@ export class Sampler {
     this.stopped = true
     clearTimeout(this.timer)
     clearTimeout(this.healthTimer)
-    this.source?.stop()
+    this.source.stop()
   }
 
   /** The health check's answer: the latest, when younger than `sampleInterval`; else a run's (shared). */
@@ -127,7 +130,7 @@ export class Sampler {
    */
   sample (): void {
     try {
-      this.readings = kept(this.readings, this.source!.read())
+      this.readings = kept(this.readings, this.source.read())
       this.readingCalls.worked()
     } catch (error) {
       this.readingCalls.failed(error)

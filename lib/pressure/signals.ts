@@ -1,4 +1,4 @@
-import { monitorEventLoopDelay, performance } from 'node:perf_hooks'
+import { createHistogram, performance, type EventLoopUtilization } from 'node:perf_hooks'
 
 /** The process's signals, as one sample reads them. */
 export interface PressureReadings {
@@ -48,32 +48,39 @@ const RESOLUTION = 10
  * @fastify/under-pressure 9 computes them (so that its limits mean the same here), except the
  * utilization: over the last sample (its `eventLoopUtilizationMode: 'interval'`), not cumulative
  * since start, which after an hour of uptime no longer moves.
+ *
+ * The delay is measured from this call on (the plugin's registration), by a histogram of the
+ * loop's turns: a tick every `RESOLUTION` ms records how long since the one before, and so does
+ * every `read`. Node's `monitorEventLoopDelay` records nothing at its first tick, so a loop blocked
+ * in its first 10 ms went unseen; here the first mark is taken at once, and a block is seen by the
+ * first tick or read after it, whenever it happens. `stop` ends the ticks.
  */
 export function processReadings (): { read: () => PressureReadings, stop: () => void } {
-  const histogram = monitorEventLoopDelay({ resolution: RESOLUTION })
-  histogram.enable()
-  let elu = performance.eventLoopUtilization()
+  const histogram = createHistogram()
+  histogram.recordDelta()
+  const ticks = setInterval(() => { histogram.recordDelta() }, RESOLUTION).unref()
+  let elu: EventLoopUtilization | undefined
   return {
     read () {
+      histogram.recordDelta()
       const mean = histogram.mean / 1e6 - RESOLUTION
       histogram.reset()
       const current = performance.eventLoopUtilization()
-      const since = performance.eventLoopUtilization(current, elu)
+      const since = elu === undefined ? undefined : performance.eventLoopUtilization(current, elu)
       elu = current
       const memory = process.memoryUsage()
       return {
-        // Nothing recorded (NaN): no reading, which the sampler does not count (under-pressure
-        // reads it as Infinity, shedding everything for the first sample after every start). A
-        // blocked loop is not missed: the histogram's next tick records how late it came.
-        eventLoopDelay: Number.isNaN(mean) ? NaN : Math.max(0, mean),
-        // A window shorter than the histogram's resolution is no reading: the first sample, taken
-        // as the readings start (at ready()), would read the loop busy with the start itself —
-        // utilization near 1 over a few microseconds — and shed every request for a whole interval.
-        eventLoopUtilization: since.idle + since.active < RESOLUTION ? NaN : since.utilization,
+        // Always a reading: the read records its own delta (under-pressure's first sample reads
+        // nothing, which it takes as Infinity, shedding everything for a sample after every start).
+        eventLoopDelay: Math.max(0, mean),
+        // The utilization is measured from the first read (at ready()), not from registration:
+        // the start itself keeps the loop busy, and would read near 1 and shed every request for
+        // a whole interval. The first read, and any window shorter than the resolution, is no reading.
+        eventLoopUtilization: since === undefined || since.idle + since.active < RESOLUTION ? NaN : since.utilization,
         heapUsedBytes: memory.heapUsed,
         rssBytes: memory.rss
       }
     },
-    stop () { histogram.disable() }
+    stop () { clearInterval(ticks) }
   }
 }

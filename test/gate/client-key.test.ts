@@ -300,6 +300,7 @@ t.test('normalizeIP: the default key\'s value, for a key function that shares it
   t.equal(normalizeIP('::ffff:1.2.3.4'), '1.2.3.4')
   t.equal(normalizeIP('2001:db8:1:2ff::1'), '2001:db8:1:200:0:0:0:0/56', 'grouped by 56 bits, the default')
   t.equal(normalizeIP('2001:db8:1:2ff::1', 64), '2001:db8:1:2ff:0:0:0:0/64')
+  t.equal(normalizeIP('Example.COM'), 'example.com', 'anything else lowercased, as @fastify/rate-limit\'s')
   for (const [args, path] of [[[1], 'normalizeIP(ip)'], [['::1', 0], 'normalizeIP(ip, ipv6Subnet)'], [['::1', 129], 'normalizeIP(ip, ipv6Subnet)']] as const) {
     const error = thrown(() => normalizeIP(...(args as unknown as [string, number])))
     t.type(error, AdmissionOptionError)

@@ -371,11 +371,12 @@ t.test('rateLimit: a plain object or false', async (t) => {
   const item = thrown(() => validateOptions({ rateLimit: [1, 1000] })) as AdmissionOptionError
   t.equal(item.path, 'rateLimit[0]')
   t.equal(item.message, `Expected \`rateLimit[0]\` to be ${POLICY_SHAPE}, got 1 (number)`)
-  // limit and windowMs are required.
-  rateRejected(t, {}, 'rateLimit.limit', undefined, 'Expected `rateLimit.limit` to be a positive safe integer, got undefined (undefined)')
-  rateRejected(t, { limit: 5 }, 'rateLimit.windowMs', undefined, 'Expected `rateLimit.windowMs` to be a positive safe integer, got undefined (undefined)')
-  rateRejected(t, { windowMs: 5 }, 'rateLimit.limit', undefined)
-  rateRejected(t, { algorithm: 'fixed-window' }, 'rateLimit.limit', undefined)
+  // A field left out is the default's (1000 per 60 000 ms, a token bucket); one given is checked.
+  t.same(validateOptions({ rateLimit: {} }).rateLimit, DEFAULT_RATE_LIMIT)
+  t.same(validateOptions({ rateLimit: { limit: 5 } }).rateLimit, { algorithm: 'token-bucket', limit: 5, windowMs: 60_000, burst: 5 })
+  t.same(validateOptions({ rateLimit: { windowMs: 5 } }).rateLimit, { algorithm: 'token-bucket', limit: 1000, windowMs: 5, burst: 1000 })
+  t.same(validateOptions({ rateLimit: { algorithm: 'fixed-window' } }).rateLimit, { algorithm: 'fixed-window', limit: 1000, windowMs: 60_000 })
+  rateRejected(t, { limit: 0 }, 'rateLimit.limit', 0, 'Expected `rateLimit.limit` to be a positive safe integer, got 0 (number)')
   // The result is a copy: changing the input later changes nothing.
   const input = { limit: 5, windowMs: 1000 }
   const s = validateOptions({ rateLimit: input })

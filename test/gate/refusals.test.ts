@@ -65,7 +65,7 @@ t.test("the builder's value goes through the app's setErrorHandler; neither can 
   app.get('/x', async () => 'ok')
   await app.inject('/x')
   const refused = await app.inject('/x')
-  t.equal(refused.statusCode, 429, 'the status set before the error handler ran')
+  t.equal(refused.statusCode, 429, 'a body the handler sends without a status goes out with the refusal\'s')
   t.equal(refused.headers['retry-after'], '30', 'set again at every send of the refusal')
   t.same(refused.json(), { handled: 'slow_down' })
   t.match(seen, [{ code: 'slow_down' }])

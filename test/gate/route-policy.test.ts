@@ -54,15 +54,21 @@ t.test('the algorithm is the plugin\'s when absent; another algorithm takes limi
   t.equal((await routePolicy(t, { limit: 100, windowMs: 60_000, burst: 20 }, { algorithm: 'gcra' })).policy, '"default";q=100;w=60', "gcra's own default burst, its limit")
 })
 
-t.test('nothing to take from: the plugin has no single policy, or the route gives a list', async (t) => {
-  const plugins: Array<AdmissionOptions['rateLimit']> = [false, [{ limit: 10, windowMs: 1_000 }, { limit: 100, windowMs: 60_000 }]]
-  for (const plugin of plugins) {
-    const error = await refused(t, plugin, { limit: 6 })
-    t.equal(error.path, 'config.admission of GET /x.rateLimit.windowMs')
-    t.match(error.message, "a route's policy takes the fields it leaves out from the plugin's rateLimit only when that is one policy")
-  }
-  const noLimit = await refused(t, false, { windowMs: 1_000 })
-  t.equal(noLimit.path, 'config.admission of GET /x.rateLimit.limit')
+t.test('under rateLimit: false a route takes the defaults (60 000 ms, 1000); a plugin list or tiers give nothing to take', async (t) => {
+  t.equal((await routePolicy(t, false, { limit: 6 })).policy, '"default";q=6;w=60', "the default window, as a route's max under the peer's global: false")
+  t.equal((await routePolicy(t, false, { windowMs: 1_000 })).policy, '"default";q=1000;w=1', 'the default limit')
+  const list = [{ limit: 10, windowMs: 1_000 }, { limit: 100, windowMs: 60_000 }]
+  const error = await refused(t, list, { limit: 6 })
+  t.equal(error.path, 'config.admission of GET /x.rateLimit.windowMs')
+  t.match(error.message, "a route's policy takes the fields it leaves out from the plugin's rateLimit when that is one policy, and from the defaults when it is false; not from a list or tiers")
+  t.equal((await refused(t, list, { windowMs: 1_000 })).path, 'config.admission of GET /x.rateLimit.limit')
   t.equal((await refused(t, { limit: 100, windowMs: 60_000 }, [{ limit: 6 }] as never)).path, 'config.admission of GET /x.rateLimit[0].windowMs', 'a list is complete as given')
-  t.equal((await routePolicy(t, false, { limit: 6, windowMs: 6_000 })).policy, '"default";q=6;w=6', 'a whole policy needs nothing')
+  t.equal((await routePolicy(t, list, { limit: 6, windowMs: 6_000, penalty: false })).policy, '"default";q=6;w=6', 'a whole policy needs nothing (penalty: false is none)')
+  t.equal((await routePolicy(t, list, { limit: 6, windowMs: 6_000, penalty: 'restart' })).policy, '"default";q=6;w=6', 'its own penalty')
+})
+
+t.test("the plugin's one policy: each field left out is the default's", async (t) => {
+  t.equal((await routePolicy(t, { limit: 100 }, {})).policy, '"default";q=100;w=60')
+  t.equal((await routePolicy(t, { windowMs: 1_000 }, {})).policy, '"default";q=1000;w=1')
+  t.equal((await routePolicy(t, { limit: 10, windowMs: 1_000, penalty: false }, {})).policy, '"default";q=10;w=1', 'penalty: false, none')
 })

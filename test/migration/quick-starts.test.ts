@@ -67,6 +67,36 @@ t.test('@fastify/rate-limit\'s setErrorHandler example shapes the 429 with refus
   t.ok(b.headers['retry-after'], 'Retry-After kept whatever the handler sends')
 })
 
+t.test('a redirect from setErrorHandler answers 302, as @fastify/rate-limit\'s (its issue 284): the handler has its say on the status', async (t) => {
+  const apps = await Promise.all([
+    (async () => {
+      const theirs = Fastify()
+      theirs.setErrorHandler((_error, _request, reply) => reply.redirect('/slow-down'))
+      await theirs.register(rateLimit, { max: 1, timeWindow: '1 minute' })
+      theirs.get('/', async () => 'ok')
+      return theirs
+    })(),
+    (async () => {
+      const ours = Fastify()
+      ours.setErrorHandler((_error, _request, reply) => reply.redirect('/slow-down'))
+      await ours.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 }, refusal: 'error' })
+      ours.get('/', async () => 'ok')
+      return ours
+    })()
+  ])
+  for (const app of apps) t.teardown(() => app.close())
+  const answers = []
+  for (const app of apps) {
+    await app.inject('/')
+    answers.push(await app.inject('/'))
+  }
+  const [theirs, ours] = answers as [Awaited<ReturnType<FastifyInstance['inject']>>, Awaited<ReturnType<FastifyInstance['inject']>>]
+  t.equal(theirs.statusCode, 302)
+  t.equal(ours.statusCode, 302, 'the redirect, not the refusal\'s 429')
+  t.equal(ours.headers.location, '/slow-down')
+  t.equal(ours.headers['retry-after'], '60', 'Retry-After still the gate\'s')
+})
+
 t.test('@fastify/under-pressure\'s quick start, registered without await: the same answer once sampled, and isUnderPressure() as pressure()', async (t) => {
   const options = { maxEventLoopDelay: 1000, maxHeapUsedBytes: 100000000, maxRssBytes: 100000000, maxEventLoopUtilization: 0.98 }
   const seen: boolean[] = []

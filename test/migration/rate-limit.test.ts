@@ -1,9 +1,10 @@
 import t, { type Test } from 'tap'
 import { readFileSync } from 'node:fs'
 import { subscribe, unsubscribe } from 'node:diagnostics_channel'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import type { Redis } from 'ioredis'
-import admission, { AdmissionOptionError, DECISION_CHANNEL, memoryBackend, redisBackend } from '../../lib/index.js'
+import rateLimit, { normalizeIP as theirNormalizeIP } from '@fastify/rate-limit'
+import admission, { AdmissionOptionError, DECISION_CHANNEL, memoryBackend, normalizeIP, RatesInvalidArgumentError, redisBackend } from '../../lib/index.js'
 import type { AdmissionDecisionEvent, AdmissionOptions, RatesBackend } from '../../lib/index.js'
 import { deleteKeys, sharedRedis, uniquePrefix } from '../backends/redis/helpers.js'
 
@@ -112,6 +113,43 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.teardown(() => partial.close())
     t.equal((await partial.inject('/')).headers['ratelimit-policy'], '"default";q=6;w=60', '6 per 60 000 ms')
     t.same(await statuses(partial, 6), [200, 200, 200, 200, 200, 429])
+    // A field left out takes the default, as `max` alone (or `timeWindow` alone) does there.
+    const theirs = Fastify()
+    t.teardown(() => theirs.close())
+    await theirs.register(rateLimit, { max: 100 })
+    theirs.get('/', async () => 'ok')
+    const peer = await theirs.inject('/')
+    t.same([peer.headers['x-ratelimit-limit'], peer.headers['x-ratelimit-reset']], ['100', '60'], "the peer's max alone: 100 a minute")
+    const limitAlone = await appWith({ rateLimit: { limit: 100 } })
+    t.teardown(() => limitAlone.close())
+    t.equal((await limitAlone.inject('/')).headers['ratelimit-policy'], '"default";q=100;w=60', 'limit alone: 100 per 60 000 ms')
+    const windowAlone = await appWith({ rateLimit: { algorithm: 'fixed-window', windowMs: 1_000 } })
+    t.teardown(() => windowAlone.close())
+    t.equal((await windowAlone.inject('/')).headers['ratelimit-policy'], '"default";q=1000;w=1', 'windowMs alone: 1000 per window')
+    // Under `rateLimit: false` (`global: false`) a route's partial policy takes the defaults too.
+    const unlimited = await appWith({ rateLimit: false }, (app) => {
+      app.get('/', { config: { admission: { rateLimit: { limit: 6 } } } }, async () => 'ok')
+    })
+    t.teardown(() => unlimited.close())
+    t.equal((await unlimited.inject('/')).headers['ratelimit-policy'], '"default";q=6;w=60', "a route's max under global: false: the default minute")
+    // A route takes the plugin's penalty too (as a route there takes `continueExceeding`), even with
+    // a policy of its own; `penalty: false` drops it.
+    let now = 3_000_000
+    const penalized = await appWith({ rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 1_000, penalty: 'double' }, backend: memoryBackend({ clock: () => now }) }, (app) => {
+      app.get('/own', { config: { admission: { rateLimit: { algorithm: 'fixed-window', limit: 1, windowMs: 1_000 } } } }, async () => 'ok')
+      app.get('/mild', { config: { admission: { rateLimit: { penalty: false } } } }, async () => 'ok')
+    })
+    t.teardown(() => penalized.close())
+    const waits = async (url: string): Promise<string[]> => {
+      const out: string[] = []
+      for (let i = 0; i < 4; i++) {
+        now += 1
+        out.push(String((await penalized.inject(url)).headers['retry-after']))
+      }
+      return out
+    }
+    t.same(await waits('/own'), ['undefined', '1', '2', '4'], "a route's complete policy takes the plugin's penalty")
+    t.same(await waits('/mild'), ['undefined', '1', '1', '1'], 'penalty: false: none')
   },
 
   '`keyGenerator`': async (t) => {
@@ -193,6 +231,18 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.equal(refused.statusCode, 429)
     t.same(refused.json(), { shaped: 'ADMISSION_LIMITED' })
     t.equal(refused.headers['retry-after'], '60')
+    // The status is the error's until the handler had its say: a redirect there is a 302 (as the
+    // peer's, its issue 284); a body sent with no status of the handler's goes out as a 429 (the
+    // peer's would be a 200: a refusal never reads as a success here).
+    for (const [answer, status] of [[(reply: FastifyReply) => reply.redirect('/slow-down'), 302], [(reply: FastifyReply) => reply.send({ slow: 'down' }), 429]] as const) {
+      const handled = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, refusal: 'error' }, (app) => {
+        app.setErrorHandler((_error, _request, reply) => answer(reply))
+        app.get('/', async () => 'ok')
+      })
+      t.teardown(() => handled.close())
+      await handled.inject('/')
+      t.equal((await handled.inject('/')).statusCode, status)
+    }
     // Without refusal: 'error' the built-in body is sent and the handler never sees it.
     let handled = 0
     const direct = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 } }, (app) => {
@@ -229,6 +279,49 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.ok(Number(refused.headers['retry-after']) > 0 && Number(refused.headers['retry-after']) <= 60)
     t.same((await app.inject({ url: '/export/quota', ...as('ann') })).json(), { allowed: false, remaining: 0 })
     t.same((await app.inject({ url: '/export/quota', ...as('bob') })).json(), { allowed: true, remaining: 2 }, 'the identity given is the key')
+
+    // An allow list: the peer's limiter answers `{ isAllowed: true }` for a listed key; a policy here
+    // has no allowList (refused, naming it): the caller skips `consume` for the identities it exempts.
+    const theirs = Fastify()
+    t.teardown(() => theirs.close())
+    await theirs.register(rateLimit, { global: false })
+    const check = theirs.createRateLimit({ max: 1, allowList: ['vip'], keyGenerator: (request) => String(request.headers['x-user']) })
+    await theirs.ready()
+    const request = { headers: { 'x-user': 'vip' }, routeOptions: { config: {} } } as unknown as Parameters<typeof check>[0]
+    t.match(await check(request), { isAllowed: true, key: 'vip' }, "the peer's answer for a listed key")
+    const error = (() => {
+      try {
+        app.rates.use('vip-exports', { algorithm: 'fixed-window', limit: 2, windowMs: 60_000, allowList: ['vip'] } as never)
+      } catch (e) {
+        return e
+      }
+    })()
+    t.type(error, RatesInvalidArgumentError, 'allowList in a policy is refused')
+    t.match((error as Error).message, 'allowList')
+    const vips = new Set(['vip'])
+    const spend = async (user: string): Promise<boolean> => vips.has(user) || (await exports.consume(user)).allowed
+    t.same([await spend('vip'), await spend('vip'), await spend('vip')], [true, true, true], 'the caller skips consume for a listed identity')
+  },
+
+  '`normalizeIP`': async (t) => {
+    // The same for IPv4, an IPv4-mapped address and any other string (lowercased).
+    for (const ip of ['1.2.3.4', '::ffff:1.2.3.4', 'Example.COM']) t.equal(normalizeIP(ip), theirNormalizeIP(ip), ip)
+    // IPv6: grouped by 56 here (64 there), and written as the group, `prefix/bits`.
+    t.equal(theirNormalizeIP('2001:db8:1:12:abcd::1'), '2001:db8:1:12::')
+    t.equal(normalizeIP('2001:db8:1:12:abcd::1', 64), '2001:db8:1:12:0:0:0:0/64')
+    t.equal(normalizeIP('2001:db8:1:12:abcd::1'), '2001:db8:1:0:0:0:0:0/56', 'the default, 56')
+    // It is the default key's value: a key function that falls back to it shares the default's quota.
+    const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => String(request.headers['x-api-key'] ?? normalizeIP(request.ip)) })
+    t.teardown(() => app.close())
+    const events: AdmissionDecisionEvent[] = []
+    const listener = (message: unknown): void => { events.push(message as AdmissionDecisionEvent) }
+    subscribe(DECISION_CHANNEL, listener)
+    t.teardown(() => unsubscribe(DECISION_CHANNEL, listener))
+    const plain = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 } })
+    t.teardown(() => plain.close())
+    await app.inject({ url: '/', remoteAddress: '2001:db8:1:12::5' })
+    await plain.inject({ url: '/', remoteAddress: '2001:db8:1:12::5' })
+    t.equal(events[0]!.key, events[1]!.key, 'the same key as the default')
   },
 
   '`hook`': async (t) => {
@@ -267,6 +360,18 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
     t.equal((await app.inject({ url: '/', headers: { 'x-api-key': 'a' } })).statusCode, 200)
     t.equal((await app.inject({ url: '/', headers: { 'x-api-key': 'b' } })).statusCode, 503, 'the plugin\'s deny')
     t.equal((await app.inject({ url: '/lenient', headers: { 'x-api-key': 'b' } })).statusCode, 200, 'the route\'s allow')
+    // The peer, its store failing with skipOnError: limit = max and remaining = max, as if nothing
+    // were spent; here no RateLimit field (what remains is not known, and is never told higher than it is).
+    class FailingStore {
+      incr (_key: string, callback: (error: Error | null) => void): void { callback(new Error('store down')) }
+      child (): FailingStore { return this }
+    }
+    const theirs = Fastify()
+    t.teardown(() => theirs.close())
+    await theirs.register(rateLimit, { max: 5, timeWindow: 60_000, skipOnError: true, store: FailingStore as never })
+    theirs.get('/', async () => 'ok')
+    const peer = await theirs.inject('/')
+    t.same([peer.statusCode, peer.headers['x-ratelimit-limit'], peer.headers['x-ratelimit-remaining']], [200, '5', '5'], "the peer's headers")
   },
 
   '`redis`, `nameSpace`': async (t) => {
@@ -321,15 +426,15 @@ const ROWS: Record<string, (t: Test) => Promise<void>> = {
   '`onExceeding`, `onExceeded`': async (t) => {
     await refuses(t, { onExceeding: () => {} }, 'onExceeding')
     await refuses(t, { onExceeded: () => {} }, 'onExceeded')
-    const limited: number[] = []
+    const limited: Array<[number, string]> = []
     const events: AdmissionDecisionEvent[] = []
     const listener = (message: unknown): void => { events.push(message as AdmissionDecisionEvent) }
     subscribe(DECISION_CHANNEL, listener)
     t.teardown(() => unsubscribe(DECISION_CHANNEL, listener))
-    const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, backend: memoryBackend({ clock: clockAt(1_000).now }), onLimit: (_request, retryAfterMs) => { limited.push(retryAfterMs) } })
+    const app = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, backend: memoryBackend({ clock: clockAt(1_000).now }), onLimit: (_request, retryAfterMs, key) => { limited.push([retryAfterMs, key]) } })
     t.teardown(() => app.close())
     t.same(await statuses(app, 2), [200, 429])
-    t.same(limited, [60_000], 'onLimit: each refused request, with the wait')
+    t.same(limited, [[60_000, '127.0.0.1']], "onLimit: each refused request, with the wait and the key (onExceeded's second argument)")
     t.match(events.map((e) => [e.outcome, e.key]), [['admitted', '127.0.0.1'], ['limited', '127.0.0.1']], 'onExceeding: the decision channel')
   },
 

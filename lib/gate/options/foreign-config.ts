@@ -1,4 +1,5 @@
 import type { FastifyBaseLogger, RouteOptions } from 'fastify'
+import { RATE_LIMIT_GUIDE } from './peer-options.js'
 
 /**
  * Routes that carry @fastify/rate-limit's per-route key, `config.rateLimit`, in an app where this
@@ -19,11 +20,11 @@ export function foreignRateLimitWarner (log: FastifyBaseLogger, limited: boolean
     if (methods.includes('GET')) getUrls.add(route.url)
     const routeName = `${methods.join(',')} ${route.url}`
     if (config.rateLimit !== false) {
-      log.warn({ route: routeName }, `fastify-admission: ${routeName} has config.rateLimit (@fastify/rate-limit's option), which this plugin does not read; this plugin's limit for the route is config.admission.rateLimit (see docs/migration/rate-limit.md)`)
+      log.warn({ route: routeName }, `fastify-admission: ${routeName} has config.rateLimit (@fastify/rate-limit's option), which this plugin does not read; this plugin's limit for the route is config.admission.rateLimit (see ${RATE_LIMIT_GUIDE})`)
       return
     }
     const own = (Object(config.admission) as { rateLimit?: unknown }).rateLimit
     if (own === undefined ? !limited : own === false) return
-    log.warn({ route: routeName }, `fastify-admission: ${routeName} has config.rateLimit: false (@fastify/rate-limit's opt-out), which this plugin does not read: the route is rate limited by this plugin; to opt it out, give it config.admission: false (or config.admission.rateLimit: false to keep only shedding; see docs/migration/rate-limit.md)`)
+    log.warn({ route: routeName }, `fastify-admission: ${routeName} has config.rateLimit: false (@fastify/rate-limit's opt-out), which this plugin does not read: the route is rate limited by this plugin; to opt it out, give it config.admission: false (or config.admission.rateLimit: false to keep only shedding; see ${RATE_LIMIT_GUIDE})`)
   }
 }

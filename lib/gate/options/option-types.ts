@@ -27,6 +27,14 @@ import type { ChargeCallback } from './charge-option.js'
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.
 
+
+/**
+ * `onLimit(request, retryAfterMs, key)`: a request refused by its quota, the wait it was told, and
+ * the client's key (`key(request)`, or the grouped address). A key may be a credential (an API
+ * key): log a part of it or a hash, not the whole.
+ */
+export type OnLimit = (request: FastifyRequest, retryAfterMs: number, key: string) => void
+
 /**
  * A per-client rate limit in the rates capability's policy language. Default algorithm
  * `token-bucket`: `burst` tokens at most (default `limit`), refilled at `limit` per `windowMs`,
@@ -45,6 +53,14 @@ export interface RateLimitOptions {
    */
   penalty?: PenaltyOption
 }
+
+/**
+ * The plugin's or a route's one policy, whose every field may be left out: a route's takes the
+ * plugin's one policy's, and the plugin's (or a route's under `rateLimit: false`) the defaults —
+ * 1000 per 60 000 ms, a token bucket — as @fastify/rate-limit's `max` and `timeWindow` default.
+ * `penalty: false`: none (a route's way to drop the plugin's penalty).
+ */
+export type OnePolicyOptions = Partial<Omit<RateLimitOptions, 'penalty'>> & { penalty?: PenaltyOption | false }
 
 /** A policy of a stack, with the name the `RateLimit` headers list it under (default `per-<w>s`). */
 export type NamedRateLimitOptions = Omit<RateLimitOptions, 'penalty'> & { name?: string }
@@ -78,9 +94,10 @@ export interface AdmissionRouteOptions {
   /**
    * This route's own buckets; `false`: no rate limit here; absent: the global buckets. One policy
    * takes the fields it leaves out from the plugin's one policy (`{ limit: 6 }`: the plugin's
-   * `windowMs` and `algorithm`; `burst` only with the plugin's `limit`); a list or tiers are complete.
+   * `windowMs` and `algorithm`; `burst` only with the plugin's `limit`; its `penalty` unless
+   * `penalty: false`), or from the defaults under `rateLimit: false`; a list or tiers are complete.
    */
-  rateLimit?: Partial<RateLimitOptions> | NamedRateLimitOptions[] | TieredRateLimitOptions | false
+  rateLimit?: OnePolicyOptions | NamedRateLimitOptions[] | TieredRateLimitOptions | false
   /** Tokens one request takes; defaults to the plugin's `cost`. */
   cost?: number
   /**
@@ -144,8 +161,8 @@ export interface AdmissionOptions {
   maxLongLived?: number | false
   /** Log (once, at `warn`, with its route) a request holding its in-flight permit longer than this, ms; default 60 000; `false`: never. */
   permitWarningMs?: number | false
-  /** The per-client rate limit (a policy, a stack or tiers); default `{ limit: 1000, windowMs: 60_000 }`; `false`: none. */
-  rateLimit?: RateLimitOption | false
+  /** The per-client rate limit (a policy, a stack or tiers); default `{ limit: 1000, windowMs: 60_000 }`, and so each field left out of one policy; `false`: none. */
+  rateLimit?: OnePolicyOptions | NamedRateLimitOptions[] | TieredRateLimitOptions | false
   /** Tokens one request takes (default 1). */
   cost?: number
   /**
@@ -192,7 +209,8 @@ export interface AdmissionOptions {
    */
   version?: string
   onShed?: (request: FastifyRequest) => void
-  onLimit?: (request: FastifyRequest, retryAfterMs: number) => void
+  /** Called for each request the quota refuses: @fastify/rate-limit's `onExceeded`, with the wait and the client's key. */
+  onLimit?: OnLimit
   /** Shed on the process's signals, as @fastify/under-pressure (see docs/migration/under-pressure.md). */
   pressure?: PressureOptions
   /** Shed on the event loop's queueing delay (CoDel): `true` for the defaults (target 5 ms, interval 100 ms). */
@@ -256,7 +274,7 @@ export interface Settings {
   readonly onBackendError: 'deny' | 'allow'
   readonly version: string | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
-  readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
+  readonly onLimit: OnLimit | undefined
   readonly pressure: PressureSettings | undefined
   readonly queueDelay: QueueDelaySettings | undefined
   readonly metrics: MetricsSettings | undefined

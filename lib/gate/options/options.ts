@@ -19,7 +19,7 @@ import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
 import { PLUGIN_HINTS, ROUTE_HINTS } from './peer-options.js'
 export type { AdmissionHook, AdmissionOptions, AdmissionRouteOptions, NamedRateLimitOptions, RateLimitOption, RateLimitOptions, RouteSettings, Settings, TieredRateLimitOptions } from './option-types.js'
-import type { RouteSettings, Settings } from './option-types.js'
+import type { OnLimit, RouteSettings, Settings } from './option-types.js'
 
 export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: 'token-bucket', limit: 1000, windowMs: 60_000, burst: 1000 })
 export const DEFAULT_IPV6_SUBNET = 56
@@ -145,7 +145,7 @@ function headersOption (value: unknown): { headers: boolean, formats: readonly H
 /** The plugin's options, checked once at registration. */
 export function validateOptions (options: unknown): Settings {
   const input = exactObject(complain, 'options', options ?? {}, OPTIONS_SHAPE)
-  const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', input.rateLimit)
+  const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', inherited('rateLimit', input.rateLimit, false))
   const refusal = refusalOption(input.refusal)
   const { headers, formats, partitionKey } = headersOption(input.headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
@@ -176,7 +176,7 @@ export function validateOptions (options: unknown): Settings {
     onBackendError: backendErrorPolicy('onBackendError', input.onBackendError, 'deny'),
     version: versionOption(input.version),
     onShed: optionalFunction<(request: FastifyRequest) => void>('onShed', input.onShed),
-    onLimit: optionalFunction<(request: FastifyRequest, retryAfterMs: number) => void>('onLimit', input.onLimit),
+    onLimit: optionalFunction<OnLimit>('onLimit', input.onLimit),
     pressure: pressureSettings(input.pressure),
     // `maxInFlight: 'auto'` is the no-tuning overload mode: the adaptive limit and queueing-delay shedding.
     queueDelay: queueDelaySettings(input.queueDelay === undefined && inFlight.auto ? true : input.queueDelay),
@@ -184,31 +184,39 @@ export function validateOptions (options: unknown): Settings {
   })
 }
 
-const PLUGIN_POLICY_TEXT = "a policy whose every field is given (a route's policy takes the fields it leaves out from the plugin's rateLimit only when that is one policy: not false, a list or tiers)"
+const PLUGIN_POLICY_TEXT = "a policy whose every field is given (a route's policy takes the fields it leaves out from the plugin's rateLimit when that is one policy, and from the defaults when it is false; not from a list or tiers)"
 
 /**
- * A route's one policy with the fields it leaves out taken from the plugin's one policy, as
- * @fastify/rate-limit's route `max` takes the plugin's `timeWindow`: `algorithm`, `limit` and
- * `windowMs`, each when absent; `burst` only with the plugin's `limit` (a route that sets its own
- * `limit` has its own default burst, that limit: never a larger burst taken from the plugin), and
- * only for an algorithm that has one. A list, tiers, or a plugin without one policy: as given.
+ * One policy with the fields it leaves out taken from `from` — the plugin's one policy for a
+ * route's, as @fastify/rate-limit's route `max` takes the plugin's `timeWindow`; the defaults
+ * (1000 per 60 000 ms) for the plugin's, and for a route's under `rateLimit: false`, as its `max`
+ * and `timeWindow` default: `algorithm`, `limit` and `windowMs`, each when absent; `burst` only
+ * with `from`'s `limit` (a policy that sets its own `limit` has its own default burst, that limit:
+ * never a larger burst taken from elsewhere), and only for an algorithm that has one; `penalty`
+ * unless it is given (`false`: none). A list, tiers, or `from` that is not one policy: as given.
  */
 function inherited (path: string, value: unknown, plugin: Limits | false): unknown {
   if (typeof value !== 'object' || value === null || Array.isArray(value) || Object.prototype.hasOwnProperty.call(value, 'tiers')) return value
-  const own = exactObject(complain, path, value, POLICY_SHAPE)
-  if (plugin === false || !('algorithm' in plugin)) {
+  const { penalty: ownPenalty, ...own } = exactObject(complain, path, value, POLICY_SHAPE)
+  const from = plugin === false ? DEFAULT_RATE_LIMIT : plugin
+  if (!('algorithm' in from)) {
     const missing = ['limit', 'windowMs'].find((field) => own[field] === undefined)
     if (missing !== undefined) throw new AdmissionOptionError(`${path}.${missing}`, PLUGIN_POLICY_TEXT, undefined)
-    return own
+    return { ...own, ...penaltyField(ownPenalty) }
   }
   // Absent is `undefined` (exactObject drops it); a null is given, and refused as it stands.
-  const take = (field: 'algorithm' | 'limit' | 'windowMs'): unknown => field in own ? own[field] : plugin[field]
+  const take = (field: 'algorithm' | 'limit' | 'windowMs'): unknown => field in own ? own[field] : from[field]
   const algorithm = take('algorithm')
-  const burst = 'burst' in own ? own.burst : !('limit' in own) && algorithm === plugin.algorithm ? plugin.burst : undefined
+  const burst = 'burst' in own ? own.burst : !('limit' in own) && algorithm === from.algorithm ? from.burst : undefined
   const windowMs = take('windowMs')
   // The plugin's penalty; its longest block only with the plugin's window (else the default for the route's).
-  const penalty = 'penalty' in own ? own.penalty : plugin.penalty === undefined ? undefined : windowMs === plugin.windowMs ? plugin.penalty : plugin.penalty.mode
-  return { algorithm, limit: take('limit'), windowMs, ...(burst === undefined ? {} : { burst }), ...(penalty === undefined ? {} : { penalty }) }
+  const penalty = ownPenalty !== undefined ? ownPenalty : from.penalty === undefined ? undefined : windowMs === from.windowMs ? from.penalty : from.penalty.mode
+  return { algorithm, limit: take('limit'), windowMs, ...(burst === undefined ? {} : { burst }), ...penaltyField(penalty) }
+}
+
+/** A policy's `penalty` field: none when absent or `false`. */
+function penaltyField (penalty: unknown): { penalty?: unknown } {
+  return penalty === undefined || penalty === false ? {} : { penalty }
 }
 
 /**

@@ -6,6 +6,8 @@
  */
 
 const RATE_LIMIT = '@fastify/rate-limit'
+/** Where the migration guide is for an installed package: `docs/` ships with it (package.json `files`). */
+export const RATE_LIMIT_GUIDE = 'node_modules/fastify-admission/docs/migration/rate-limit.md'
 const UNDER_PRESSURE = '@fastify/under-pressure'
 
 function here (peer: string, name: string, becomes: string): string {
@@ -28,12 +30,12 @@ export const PLUGIN_HINTS: Readonly<Record<string, string>> = Object.freeze({
   cache: here(RATE_LIMIT, 'cache', '`backend: memoryBackend({ maxIdentities })` (live state is never evicted)'),
   global: here(RATE_LIMIT, 'global', '`rateLimit: false` (no plugin-wide limit), with `config.admission.rateLimit` on the routes that need one'),
   groupId: here(RATE_LIMIT, 'groupId', "a route's option, `config.admission.groupId`"),
-  onExceeded: here(RATE_LIMIT, 'onExceeded', '`onLimit(request, retryAfterMs)`'),
+  onExceeded: here(RATE_LIMIT, 'onExceeded', '`onLimit(request, retryAfterMs, key)`'),
   continueExceeding: here(RATE_LIMIT, 'continueExceeding', "the policy's `penalty: 'restart'` (`rateLimit: { limit, windowMs, penalty: 'restart' }`)"),
   exponentialBackoff: here(RATE_LIMIT, 'exponentialBackoff', "the policy's `penalty: 'double'` (`rateLimit: { limit, windowMs, penalty: 'double' }`, bounded: at most 64 windows unless `maxMs`)"),
   onExceeding: `${RATE_LIMIT}'s \`onExceeding\` has no equivalent here: subscribe to the \`fastify-admission:decision\` channel (DECISION_CHANNEL), whose events carry \`outcome\` and \`key\``,
-  ban: `${RATE_LIMIT}'s \`ban\` has no equivalent here: count refusals in \`onLimit\` and answer 403 from \`errorResponseBuilder\` (docs/migration/rate-limit.md)`,
-  onBanReach: `${RATE_LIMIT}'s \`onBanReach\` has no equivalent here (there is no ban): see docs/migration/rate-limit.md`,
+  ban: `${RATE_LIMIT}'s \`ban\` has no equivalent here: count refusals in \`onLimit\` and answer 403 from \`errorResponseBuilder\` (${RATE_LIMIT_GUIDE})`,
+  onBanReach: `${RATE_LIMIT}'s \`onBanReach\` has no equivalent here (there is no ban): see ${RATE_LIMIT_GUIDE}`,
   addHeaders: here(RATE_LIMIT, 'addHeaders', ADD_HEADERS),
   addHeadersOnExceeding: here(RATE_LIMIT, 'addHeadersOnExceeding', ADD_HEADERS),
   enableDraftSpec: here(RATE_LIMIT, 'enableDraftSpec: true', "`headers: { format: 'draft-6' }` (its ratelimit-limit, -remaining and -reset; the default format is the IETF draft 11's fields)"),

@@ -7,6 +7,7 @@ import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
 import { inFlightFields, type Expose, type InFlightPolicyName } from '../headers/rate-limit-fields.js'
 import type { Permit } from '../release/permit.js'
+import type { OnLimit } from '../options/option-types.js'
 import type { Slots } from '../release/slots.js'
 import type { Refuse } from './refusal-styles.js'
 import { kGateRefusal, MESSAGES, retrySeconds, type RefusalReason } from './refusal-text.js'
@@ -25,7 +26,7 @@ export interface OutcomeContext {
   /** The registration's address, for decision events. */
   readonly registration: string
   readonly limitStatusCode: 429 | 503
-  readonly onLimit: ((request: FastifyRequest, retryAfterMs: number) => void) | undefined
+  readonly onLimit: OnLimit | undefined
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   /** Makes an answer readable by pages of other origins: `Retry-After` and the fields of the formats sent. */
   readonly expose: Expose
@@ -111,7 +112,7 @@ export class Outcomes {
     this.context.global.limited++
     permit.gate.counters.limited++
     const onLimit = this.context.onLimit
-    if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, retryAfterMs)
+    if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, retryAfterMs, permit.key as string)
     this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false, MESSAGES.limited, violatedBy(permit))
     return false
   }

@@ -132,18 +132,33 @@ export const throughErrors: Refuse = (permit, status, retrySeconds, reason, mess
 }
 
 /**
- * Hands `error` to Fastify's error handling with the refusal's status. `Retry-After` is set first
- * and again on every `send` of this reply (the error handler's included), so neither the error's
- * `headers` nor a handler can make it earlier than the gate's.
+ * Hands `error` to Fastify's error handling with the refusal's status on the error (its
+ * `statusCode`), not on the reply: the application's error handler has its say first, as with
+ * @fastify/rate-limit (a `reply.redirect('/')` there answers 302). A body the handler sends
+ * without a status of its own (the reply still at 200) goes out with the refusal's status; a value
+ * with no `statusCode` of 400–599 gets it on the reply at once, or Fastify's default handler would
+ * answer 500. `Retry-After` is set first and again on every `send` of this reply (the error
+ * handler's included), so neither the error's `headers` nor a handler can make it earlier than the gate's.
  */
 function toErrorHandling (permit: PermitRecord, status: 429 | 503, retrySeconds: number, error: object): void {
   const retryAfter = String(retrySeconds)
   const reply = permit.reply
   const send = reply.send
+  // The first send is Fastify's own, handing the error to its handlers; later ones are theirs.
+  let dispatched = false
   reply.send = function admissionSendRefusal (this: FastifyReply, payload?: unknown) {
     this.header('retry-after', retryAfter)
+    if (dispatched && this.statusCode === 200) this.code(status)
+    dispatched = true
     return send.call(this, payload)
   }
-  reply.code(status).header('retry-after', retryAfter)
+  reply.header('retry-after', retryAfter)
+  if (!carriesStatus(error)) reply.code(status)
   permit.done(error as Error)
+}
+
+/** Whether Fastify's default error handler takes the value's own status (a `statusCode` from 400 to 599). */
+function carriesStatus (error: object): boolean {
+  const statusCode = (error as { statusCode?: unknown }).statusCode
+  return typeof statusCode === 'number' && statusCode >= 400 && statusCode <= 599
 }
