@@ -2,7 +2,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { memoryBackend } from '../backends/memory/memory-backend.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
-import { newCounters, type GateCounters } from '../metrics/counters.js'
+import { newCounters, type GateCounters, type RetryCounters } from '../metrics/counters.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { decorateRates } from '../rates/decorate.js'
@@ -81,13 +81,15 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const { slots, sampler, longLived } = inFlightGate(fastify, settings, backend, address, global)
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
+  const retries: RetryCounters | undefined = settings.retries === undefined ? undefined : { admitted: 0, shed: 0 }
   const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, retries },
     slots,
     longLived,
     globalGate: settings.maxInFlight !== false,
     sampler,
     pressure,
+    retries: settings.retries,
     headers: settings.headers,
     partitionKey: settings.partitionKey,
     keyOf: keyFunction(settings.key, settings.ipv6Subnet),
@@ -109,10 +111,11 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
 
   const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
-  const stats = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit)
+  const counted = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit, retries)
+  const stats = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
   decorateAdmission(fastify, Object.freeze({
     address,
-    stats: pressure === undefined ? stats : () => ({ ...stats(), pressure: pressure.counts() }),
+    stats,
     get limit () { return slots.limit === 0 ? false : slots.limit },
     pressure: () => pressure?.status(),
     registry: registryOver(shared.limiter, toKey),
@@ -140,7 +143,7 @@ function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: Ra
   const inFlight = settings.maxInFlight
   const fleet = isFleet(inFlight) ? inFlight : undefined
   const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
-  const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
+  const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve, settings.retries?.reserve)
   const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
   const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())

@@ -19,6 +19,10 @@ import { StackedQuota } from './quotas/stacked-quota.js'
 import type { BackendLimiter } from '../rates/backend.js'
 import type { LongLivedKind } from './release/long-lived.js'
 import { AdmissionOptionError } from './errors.js'
+import { ClientSlots } from './release/client-slots.js'
+
+/** A client's in-flight limit and the slots it counts in. */
+interface ClientInFlight { readonly limit: number, readonly slots: ClientSlots }
 
 type Hook = (...args: never[]) => unknown
 
@@ -71,6 +75,8 @@ export class RouteWiring {
   private readonly onResponse: Hook
   /** How deep the registering context sits: an outer registration's hooks run before an inner one's. */
   private readonly depth: number
+  /** The plugin's `clientInFlight`, counted across the routes without one of their own; undefined without it. */
+  private readonly clients: ClientInFlight | undefined
 
   constructor (parts: { settings: Settings, quotas: Quotas, shared: OpenedLimits, planner: Planner, log: FastifyBaseLogger, field: symbol, serverTimeout: number | undefined, depth: number, record: RouteRecord }) {
     this.settings = parts.settings
@@ -84,6 +90,8 @@ export class RouteWiring {
     this.groups = new Groups(parts.quotas)
     this.onResponse = onResponseHook(parts.field)
     this.depth = parts.depth
+    const limit = parts.settings.clientInFlight
+    this.clients = limit === false ? undefined : { limit, slots: new ClientSlots() }
   }
 
   /**
@@ -207,7 +215,9 @@ export class RouteWiring {
       handlerWatched: watched,
       notFound: false,
       longLived,
-      neverLongLived: parsed.longLived === false
+      neverLongLived: parsed.longLived === false,
+      // A route's own limit counts its requests apart; without one, the plugin's counts them with its other routes'.
+      clientInFlight: parsed.clientInFlight === undefined ? this.clients : parsed.clientInFlight === false ? undefined : { limit: parsed.clientInFlight, slots: new ClientSlots() }
     })
   }
 
@@ -232,7 +242,8 @@ export class RouteWiring {
       handlerWatched: true,
       notFound: true,
       longLived: undefined,
-      neverLongLived: true
+      neverLongLived: true,
+      clientInFlight: undefined
     })
   }
 
@@ -316,7 +327,8 @@ function pluginRoute (settings: Settings): RouteSettings {
     failed: undefined,
     charge: undefined,
     longLived: undefined,
-    maxLongLived: false
+    maxLongLived: false,
+    clientInFlight: undefined
   }
 }
 
