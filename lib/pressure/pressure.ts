@@ -166,8 +166,8 @@ export class Pressure {
    * the queue's — and true is returned; otherwise false, and the retry is screened as any request.
    */
   shedsRetry<T extends Screened> (item: T, shed: ScreenOutcomes<T>['shed']): boolean {
-    const probe = this.probe
-    if (probe === undefined || !probe.standing) return false
+    // Asked only where the queue-delay probe runs (the gate's step is assembled with it).
+    if (!this.probe!.standing) return false
     this.shedBy.queueDelay++
     shed(item, this.queueRetry, 'Server is overloaded')
     return true

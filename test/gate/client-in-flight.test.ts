@@ -133,3 +133,33 @@ t.test('options: a positive integer or false, at registration and on a route', a
     await app.close().catch(() => {})
   }
 })
+
+t.test('in the plan: after an allow list that skips shedding, and in preHandler with the rate check', async (t) => {
+  const app = Fastify()
+  t.teardown(() => app.close())
+  await app.register(admission, { rateLimit: false, key, clientInFlight: 1, allowList: { clients: ['vip'], skipsShedding: true }, headers: false, onLimit: () => { limited++ } })
+  let limited = 0
+  let hold = deferred()
+  app.get('/', async () => { await hold.promise; return 'ok' })
+  await app.ready()
+  t.same(app.admission.plan('GET /')!.onRequest, ['clientKey', 'allowFirst', 'inFlight', 'clientInFlight', 'admit'])
+  const first = app.inject({ url: '/', headers: as('x') })
+  const vip = [app.inject({ url: '/', headers: as('vip') }), app.inject({ url: '/', headers: as('vip') })]
+  await eventually(() => inFlight(app) === 1)
+  const refused = await app.inject({ url: '/', headers: as('x') })
+  t.equal(refused.statusCode, 429)
+  t.equal(refused.headers['ratelimit-policy'], undefined, 'headers: false sends no fields')
+  t.equal(limited, 1, 'onLimit is told')
+  hold.resolve()
+  hold = deferred()
+  t.same((await Promise.all([first, ...vip])).map((r) => r.statusCode), [200, 200, 200], 'a client on the allow list skips the limit')
+
+  const after = Fastify()
+  t.teardown(() => after.close())
+  await after.register(admission, { rateLimit: false, key, clientInFlight: 1, hook: 'preHandler' })
+  after.get('/', async () => 'ok')
+  await after.ready()
+  t.same(after.admission.plan('GET /'), { onRequest: ['inFlight', 'onToPreHandler'], preHandler: ['clientKey', 'clientInFlight', 'admit'] }, 'after authentication, with the key')
+  t.equal((await after.inject({ url: '/', headers: as('x') })).statusCode, 200)
+  t.equal((await after.inject({ url: '/', headers: as('x') })).statusCode, 200, 'its slot came back')
+})

@@ -130,6 +130,12 @@ t.test('while queueing delay stands a retry is shed whatever its age; a first at
   t.match(app.admission.stats(), { attempts: { retries: { shed: 1, admitted: 0 } }, pressure: { shed: { queueDelay: 1 } } })
 })
 
+t.test('options: a header of its own keeps the default reserve', async (t) => {
+  const { send } = await held(t, { maxInFlight: 10, retries: { header: 'X-Try' } })
+  for (let i = 0; i < 9; i++) t.equal(await send(), 0)
+  t.equal(await send({ 'x-try': '2' }), 503, '0.1 of 10: the last slot is a first attempt\'s')
+})
+
 t.test('options: typed errors naming the option', async (t) => {
   const bad: Array<[unknown, string]> = [
     ['yes', 'retries'],

@@ -9,11 +9,6 @@ import { acquire, release } from '../../core/index.js'
 export class ClientSlots {
   private readonly counts = new Map<string, number>()
 
-  /** Clients holding a slot now. */
-  get clients (): number {
-    return this.counts.size
-  }
-
   /** A slot for `key` while it holds fewer than `limit`: true when taken. */
   take (key: string, limit: number): boolean {
     const taken = acquire(this.counts.get(key) ?? 0, limit)
@@ -22,9 +17,9 @@ export class ClientSlots {
     return true
   }
 
-  /** A slot of `key` goes back; its entry goes with its last one. */
+  /** A slot of `key` goes back (one it holds: its entry exists); its entry goes with its last one. */
   release (key: string): void {
-    const n = release(this.counts.get(key) ?? 0)
+    const n = release(this.counts.get(key)!)
     if (n === 0) this.counts.delete(key)
     else this.counts.set(key, n)
   }
