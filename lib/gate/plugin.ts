@@ -23,7 +23,8 @@ import { AdaptiveSampler } from './release/adaptive-sampler.js'
 import { FleetShare } from './release/fleet-share.js'
 import { isFleet, type FleetSettings } from './options/in-flight-options.js'
 import { AdmissionOptionError } from './errors.js'
-import type { FleetMember, RatesBackend } from '../rates/backend.js'
+import type { ClientSlotBook, FleetMember, RatesBackend } from '../rates/backend.js'
+import { ClientSlots } from './release/client-slots.js'
 import { permitField, Slots } from './release/slots.js'
 import { LongLivedConnections } from './release/long-lived.js'
 import { HeldPermits } from './release/held-permits.js'
@@ -103,7 +104,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   record.fields.push(field)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
-  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record })
+  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record, clientSlots: clientSlotsOf(fastify, backend, address) })
   const notFound = wiring.notFoundPlan()
   putOnRoutes(fastify, record, wiring, field, foreignRateLimitWarner(fastify.log, settings.rateLimit !== false))
   if (backend.reachable !== undefined && settings.rateLimit !== false) warnUnreachable(fastify, backend, settings.onBackendError)
@@ -153,6 +154,24 @@ function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: Ra
     else share.stop().then(() => { closed() }, closed)
   })
   return { slots, sampler, longLived: new LongLivedConnections(global, settings.maxLongLived || 0) }
+}
+
+/**
+ * Where a client's in-flight slots are counted (`clientInFlight`), per address under the
+ * registration's: on a backend the fleet shares (Redis), the fleet's, whose slots this process
+ * gives back at close; otherwise this process's.
+ */
+function clientSlotsOf (fastify: FastifyInstance, backend: RatesBackend, address: string): (name: string) => ClientSlots | ClientSlotBook {
+  if (backend.clientSlots === undefined) return () => new ClientSlots()
+  const books: ClientSlotBook[] = []
+  fastify.addHook('onClose', (_instance, closed) => {
+    Promise.all(books.map((book) => book.stop())).then(() => { closed() }, closed)
+  })
+  return (name) => {
+    const book = backend.clientSlots!(`${address}|${name}`)
+    books.push(book)
+    return book
+  }
 }
 
 /**

@@ -197,8 +197,8 @@ export interface AdmissionOptions {
   retries?: boolean | RetriesOptions
   /**
    * At most this many requests of one client (its `key`) in flight at once, on each route that
-   * uses it (counted in this process); beyond, 429 with `Retry-After` and the `client-in-flight`
-   * policy. Default false: none (docs/guides/in-flight.md).
+   * uses it (on a Redis backend, across the fleet); beyond, 429 with `Retry-After` and the
+   * `client-in-flight` policy. Default false: none (docs/guides/in-flight.md).
    */
   clientInFlight?: number | false
 }

@@ -213,7 +213,7 @@ export class Outcomes {
       gate.failing = true
       this.context.log.error({
         route: gate.name,
-        policy: describePolicy(gate.policy!),
+        policy: gate.policy === undefined ? undefined : describePolicy(gate.policy),
         code: error instanceof RatesError ? error.code : error === undefined ? 'RATES_UNAVAILABLE' : undefined,
         err: error
       }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); ${this.enforce ? `answering by onBackendError '${this.onBackendError}'` : 'admitting (enforce: false)'} until it can`)

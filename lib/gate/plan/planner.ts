@@ -17,12 +17,13 @@ import type { RouteGate } from '../route-gate.js'
 import type { PartitionKey } from '../headers/partition-key.js'
 import { StepList, type Plan, type Step } from './plan.js'
 import {
-  admitStep, allowFirstStep, allowListStep, clientInFlightStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
+  admitStep, allowFirstStep, allowListStep, clientInFlightLaterStep, clientInFlightStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
   headersLaterStep, headersNowStep, inFlightStep, loginAttemptStep, longLivedStep, onToPreHandlerStep, partitionKeyStep,
   pressureStep, retryAttemptStep, stackHeadersLaterStep, stackHeadersNowStep, tierStep, verdictStep, whileFullStep
 } from './steps.js'
 import type { RetrySettings } from '../options/retries-option.js'
-import type { ClientSlots } from '../release/client-slots.js'
+import { ClientSlots } from '../release/client-slots.js'
+import type { ClientSlotBook } from '../../rates/backend.js'
 import { retryLimit } from '../../core/attempt.js'
 
 export type { Plan }
@@ -57,7 +58,7 @@ export interface RouteSpec {
   /** `config.admission.longLived: false`: a reply of the route is never long-lived, not even an event stream. */
   readonly neverLongLived: boolean
   /** A client's in-flight limit on the route (`clientInFlight`) and the slots it counts in, or undefined. */
-  readonly clientInFlight: { readonly limit: number, readonly slots: ClientSlots } | undefined
+  readonly clientInFlight: { readonly limit: number, readonly slots: ClientSlots | ClientSlotBook } | undefined
 }
 
 /** What the planner takes from the registration. */
@@ -133,7 +134,7 @@ export class Planner {
       // The allow list before shedding: the key first, a listed client admitted whatever the gate.
       onRequest.add(key()).add(allowFirstStep(allows, listed(), take, outcomes))
       shed(onRequest)
-      if (clients !== undefined) onRequest.add(clientInFlightStep(clients.slots, clients.limit, outcomes))
+      if (clients !== undefined) clientStep(clients, outcomes, onRequest)
       this.rate(spec, outcomes, onRequest)
       return { ...base, onRequest: onRequest.steps, preHandler: undefined }
     } else {
@@ -147,7 +148,7 @@ export class Planner {
     if (inPreHandler) onRequest.add(onToPreHandlerStep())
     if (keyed) limit.add(key())
     if (allows !== undefined) limit.add(allowListStep(allows, listed(), outcomes))
-    if (clients !== undefined) limit.add(clientInFlightStep(clients.slots, clients.limit, outcomes))
+    if (clients !== undefined) clientStep(clients, outcomes, limit)
     this.rate(spec, outcomes, limit)
     return { ...base, onRequest: onRequest.steps, preHandler: inPreHandler ? limit.steps : undefined }
   }
@@ -282,6 +283,13 @@ export class Planner {
     const built: Refuse = builder(build, fallback, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
     return { shed: built, limited: built, unavailable: built }
   }
+}
+
+/** A client's slot: in this process (synchronous), or the fleet's on its backend (by promise). */
+function clientStep (clients: NonNullable<RouteSpec['clientInFlight']>, outcomes: Outcomes, list: StepList): void {
+  const { slots, limit } = clients
+  if (slots instanceof ClientSlots) list.add(clientInFlightStep(slots, limit, outcomes))
+  else list.addResuming((rest) => clientInFlightLaterStep(slots, limit, outcomes, rest))
 }
 
 /** The slots go back first (a charge may wait for its backend), then the charge is taken. */

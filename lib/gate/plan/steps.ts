@@ -14,6 +14,7 @@ import { watchLongLived, type LongLivedConnections, type LongLivedKind } from '.
 import type { Permit } from '../release/permit.js'
 import type { Slots, Take } from '../release/slots.js'
 import type { ClientSlots } from '../release/client-slots.js'
+import type { ClientSlotBook } from '../../rates/backend.js'
 import { isRetry } from '../../core/attempt.js'
 import type { RouteGate } from '../route-gate.js'
 import type { LoginAttempts } from './login-attempts.js'
@@ -231,6 +232,33 @@ export function clientInFlightStep (slots: ClientSlots, limit: number, outcomes:
     if (!slots.take(permit.key!, limit)) return outcomes.clientFull(permit, limit)
     permit.clientHeld = true
     return true
+  })
+}
+
+/**
+ * A client's in-flight slot held for the fleet (`clientInFlight` on Redis): one round trip, then
+ * the rest of the plan (`rest`). A permit that ended meanwhile (its client left) gives the slot
+ * back at once. A backend that cannot answer goes to `onBackendError`, as a quota's decision does.
+ */
+export function clientInFlightLaterStep (book: ClientSlotBook, limit: number, outcomes: Outcomes, rest: Resume): Step {
+  return named('clientInFlight', function (permit) {
+    const key = permit.key!
+    book.take(key, limit).then(
+      (taken) => {
+        if (permit.how !== undefined) {
+          if (taken) book.release(key)
+          return
+        }
+        if (!taken) {
+          outcomes.clientFull(permit, limit)
+          return
+        }
+        permit.clientHeld = true
+        rest(permit)
+      },
+      (error: unknown) => { if (outcomes.unavailable(permit, error, undefined)) rest(permit) }
+    ).then(undefined, (error: unknown) => { permit.lost(error) })
+    return false
   })
 }
 
