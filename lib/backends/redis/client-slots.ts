@@ -34,6 +34,9 @@ return 1`
 const RELEASE_LUA = `redis.call('ZREM', KEYS[1], ARGV[1])
 return 1`
 
+/** A release or renewal that fails is left to the TTL: its slot lapses, it never admits more. */
+const ignore = (): undefined => undefined
+
 /**
  * This process's slots of every client at one address, on Redis. The slots it holds are renewed on
  * a timer (unref'd, never per request) every `CLIENT_SLOT_REFRESH_MS`; a slot lapses
@@ -73,7 +76,7 @@ export class RedisClientSlots implements ClientSlotBook {
     const members = this.held.get(key)!
     const member = members.pop()!
     if (members.length === 0) this.held.delete(key)
-    this.backend.runOnce(RELEASE_LUA, this.keyOf(key), [member]).catch(() => undefined)
+    this.backend.runOnce(RELEASE_LUA, this.keyOf(key), [member]).catch(ignore)
   }
 
   private renew (): void {
@@ -83,7 +86,7 @@ export class RedisClientSlots implements ClientSlotBook {
       return
     }
     const ttl = String(CLIENT_SLOT_TTL_MS)
-    for (const [key, members] of this.held) this.backend.runOnce(RENEW_LUA, this.keyOf(key), [ttl, ...members]).catch(() => undefined)
+    for (const [key, members] of this.held) this.backend.runOnce(RENEW_LUA, this.keyOf(key), [ttl, ...members]).catch(ignore)
   }
 
   async stop (): Promise<void> {
@@ -91,7 +94,7 @@ export class RedisClientSlots implements ClientSlotBook {
     this.timer = undefined
     const releases: Array<Promise<unknown>> = []
     for (const [key, members] of this.held) {
-      for (const member of members) releases.push(this.backend.runOnce(RELEASE_LUA, this.keyOf(key), [member]).catch(() => undefined))
+      for (const member of members) releases.push(this.backend.runOnce(RELEASE_LUA, this.keyOf(key), [member]).catch(ignore))
     }
     this.held.clear()
     await Promise.all(releases)
