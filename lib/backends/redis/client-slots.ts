@@ -75,23 +75,26 @@ export class RedisClientSlots implements ClientSlotBook {
   release (key: string): void {
     const members = this.held.get(key)!
     const member = members.pop()!
-    if (members.length === 0) this.held.delete(key)
+    if (members.length === 0) {
+      this.held.delete(key)
+      // Nothing left to renew: the timer stops, and starts again with the next slot taken.
+      if (this.held.size === 0) this.stopRenewing()
+    }
     this.backend.runOnce(RELEASE_LUA, this.keyOf(key), [member]).catch(ignore)
   }
 
   private renew (): void {
-    if (this.held.size === 0) {
-      clearInterval(this.timer)
-      this.timer = undefined
-      return
-    }
     const ttl = String(CLIENT_SLOT_TTL_MS)
     for (const [key, members] of this.held) this.backend.runOnce(RENEW_LUA, this.keyOf(key), [ttl, ...members]).catch(ignore)
   }
 
-  async stop (): Promise<void> {
+  private stopRenewing (): void {
     clearInterval(this.timer)
     this.timer = undefined
+  }
+
+  async stop (): Promise<void> {
+    this.stopRenewing()
     const releases: Array<Promise<unknown>> = []
     for (const [key, members] of this.held) {
       for (const member of members) releases.push(this.backend.runOnce(RELEASE_LUA, this.keyOf(key), [member]).catch(ignore))
