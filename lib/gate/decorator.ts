@@ -6,6 +6,7 @@ import type { AdmissionRegistry } from './registry.js'
 import type { RouteGate } from './route-gate.js'
 export type { AdmissionRegistry } from './registry.js'
 import { copyCounters, type AdmissionStats, type GateCounters, type RouteStats } from './stats.js'
+import type { RetryCounters } from '../metrics/counters.js'
 import { oldestPermitMs } from './release/held-permits.js'
 import type { PlanListing } from './plan/plan.js'
 
@@ -72,8 +73,15 @@ export function decorateAdmission (fastify: FastifyInstance, decorator: Admissio
   }
 }
 
-export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend, limit: number): AdmissionStats {
+export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend, limit: number, retries: RetryCounters | undefined): AdmissionStats {
   const routes: Record<string, RouteStats> = {}
   for (const gate of gates) routes[gate.name] = { ...copyCounters(gate.counters), oldestPermitMs: oldestPermitMs(gate) }
-  return { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, routes }
+  const stats: AdmissionStats = { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, routes }
+  if (retries !== undefined) {
+    stats.attempts = {
+      first: { admitted: global.admitted - retries.admitted, shed: global.shed - retries.shed },
+      retries: { admitted: retries.admitted, shed: retries.shed }
+    }
+  }
+  return stats
 }

@@ -2,7 +2,7 @@ import type { FastifyInstance, RouteOptions } from 'fastify'
 import fp from 'fastify-plugin'
 import { memoryBackend } from '../backends/memory/memory-backend.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
-import { newCounters, type GateCounters } from '../metrics/counters.js'
+import { newCounters, type GateCounters, type RetryCounters } from '../metrics/counters.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { decorateRates } from '../rates/decorate.js'
@@ -25,7 +25,8 @@ import { AdaptiveSampler } from './release/adaptive-sampler.js'
 import { FleetShare } from './release/fleet-share.js'
 import { isFleet, type FleetSettings } from './options/in-flight-options.js'
 import { AdmissionOptionError } from './errors.js'
-import type { FleetMember, RatesBackend } from '../rates/backend.js'
+import type { ClientSlotBook, FleetMember, RatesBackend } from '../rates/backend.js'
+import { ClientSlots } from './release/client-slots.js'
 import { permitField, Slots } from './release/slots.js'
 import { LongLivedConnections } from './release/long-lived.js'
 import { HeldPermits } from './release/held-permits.js'
@@ -83,13 +84,15 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const { slots, sampler, longLived } = inFlightGate(fastify, settings, backend, address, global)
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
+  const retries: RetryCounters | undefined = settings.retries === undefined ? undefined : { admitted: 0, shed: 0 }
   const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)) },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries },
     slots,
     longLived,
     globalGate: settings.maxInFlight !== false,
     sampler,
     pressure,
+    retries: settings.retries,
     headers: settings.headers,
     formats: settings.headerFormats,
     partitionKey: settings.partitionKey,
@@ -104,7 +107,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   record.fields.push(field)
   // Fastify versions before `handlerTimeout` leave it undefined, which compares as no timeout.
   const serverTimeout = (fastify.initialConfig as { handlerTimeout?: number }).handlerTimeout
-  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record })
+  const wiring = new RouteWiring({ settings, quotas, shared, planner, log: fastify.log, field, serverTimeout, depth: depthOf(fastify), record, clientSlots: clientSlotsOf(fastify, backend, address) })
   const notFound = wiring.notFoundPlan()
   putOnRoutes(fastify, record, wiring, field, foreignRateLimitWarner(fastify.log, settings.rateLimit !== false))
   if (backend.reachable !== undefined && settings.rateLimit !== false) warnUnreachable(fastify, backend, settings.onBackendError)
@@ -112,10 +115,11 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   if (settings.pressure?.statusRoute !== undefined) exposeStatusRoute(fastify, settings.pressure, pressure!)
 
   const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
-  const stats = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit)
+  const counted = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit, retries)
+  const stats = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
   decorateAdmission(fastify, Object.freeze({
     address,
-    stats: pressure === undefined ? stats : () => ({ ...stats(), pressure: pressure.counts() }),
+    stats,
     get limit () { return slots.limit === 0 ? false : slots.limit },
     pressure: () => pressure?.status(),
     registry: registryOver(shared.limiter, toKey),
@@ -143,7 +147,7 @@ function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: Ra
   const inFlight = settings.maxInFlight
   const fleet = isFleet(inFlight) ? inFlight : undefined
   const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
-  const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve)
+  const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve, settings.retries?.reserve)
   const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
   const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())
@@ -153,6 +157,24 @@ function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: Ra
     else share.stop().then(() => { closed() }, closed)
   })
   return { slots, sampler, longLived: new LongLivedConnections(global, settings.maxLongLived || 0) }
+}
+
+/**
+ * Where a client's in-flight slots are counted (`clientInFlight`), per address under the
+ * registration's: on a backend the fleet shares (Redis), the fleet's, whose slots this process
+ * gives back at close; otherwise this process's.
+ */
+function clientSlotsOf (fastify: FastifyInstance, backend: RatesBackend, address: string): (name: string) => ClientSlots | ClientSlotBook {
+  if (backend.clientSlots === undefined) return () => new ClientSlots()
+  const books: ClientSlotBook[] = []
+  fastify.addHook('onClose', (_instance, closed) => {
+    Promise.all(books.map((book) => book.stop())).then(() => { closed() }, closed)
+  })
+  return (name) => {
+    const book = backend.clientSlots!(`${address}|${name}`)
+    books.push(book)
+    return book
+  }
 }
 
 /**

@@ -16,6 +16,17 @@ export interface AdmissionStats extends GateCounters {
   routes: Record<string, RouteStats>
   /** With `pressure` or `queueDelay`: the requests shed by each signal (also in `shed`), and those given to `pressureHandler`. */
   pressure?: PressureCounts
+  /**
+   * With `retries` (the default): admissions and sheds by attempt kind — `retries` for requests whose
+   * attempt header said 2 or more, `first` for the rest of `admitted` and `shed`.
+   */
+  attempts?: { first: AttemptCounts, retries: AttemptCounts }
+}
+
+/** Admissions and sheds of one kind of attempt. */
+export interface AttemptCounts {
+  admitted: number
+  shed: number
 }
 
 /** A route's counters, and how long its oldest in-flight permit has been held. */

@@ -20,6 +20,11 @@ import type { BackendLimiter } from '../rates/backend.js'
 import type { LongLivedKind } from './release/long-lived.js'
 import { AdmissionOptionError } from './errors.js'
 import { ObservedWait } from './release/observed-wait.js'
+import type { ClientSlots } from './release/client-slots.js'
+import type { ClientSlotBook } from '../rates/backend.js'
+
+/** A client's in-flight limit and the slots it counts in. */
+interface ClientInFlight { readonly limit: number, readonly slots: ClientSlots | ClientSlotBook }
 
 type Hook = (...args: never[]) => unknown
 
@@ -72,8 +77,12 @@ export class RouteWiring {
   private readonly onResponse: Hook
   /** How deep the registering context sits: an outer registration's hooks run before an inner one's. */
   private readonly depth: number
+  /** The plugin's `clientInFlight`, counted across the routes without one of their own; undefined without it. */
+  private readonly clients: ClientInFlight | undefined
+  /** Per-client slots at an address (`'*'`: the plugin's; a route's name): this process's, or the fleet's on a shared backend. */
+  private readonly clientSlots: (address: string) => ClientSlots | ClientSlotBook
 
-  constructor (parts: { settings: Settings, quotas: Quotas, shared: OpenedLimits, planner: Planner, log: FastifyBaseLogger, field: symbol, serverTimeout: number | undefined, depth: number, record: RouteRecord }) {
+  constructor (parts: { settings: Settings, quotas: Quotas, shared: OpenedLimits, planner: Planner, log: FastifyBaseLogger, field: symbol, serverTimeout: number | undefined, depth: number, record: RouteRecord, clientSlots: (address: string) => ClientSlots | ClientSlotBook }) {
     this.settings = parts.settings
     this.quotas = parts.quotas
     this.shared = parts.shared
@@ -85,6 +94,9 @@ export class RouteWiring {
     this.groups = new Groups(parts.quotas)
     this.onResponse = onResponseHook(parts.field)
     this.depth = parts.depth
+    this.clientSlots = parts.clientSlots
+    const limit = parts.settings.clientInFlight
+    this.clients = limit === false ? undefined : { limit, slots: parts.clientSlots('*') }
   }
 
   /**
@@ -209,7 +221,9 @@ export class RouteWiring {
       notFound: false,
       longLived,
       neverLongLived: parsed.longLived === false,
-      observedWait: parsed.observedWait ? new ObservedWait() : undefined
+      observedWait: parsed.observedWait ? new ObservedWait() : undefined,
+      // A route's own limit counts its requests apart; without one, the plugin's counts them with its other routes'.
+      clientInFlight: parsed.clientInFlight === undefined ? this.clients : parsed.clientInFlight === false ? undefined : { limit: parsed.clientInFlight, slots: this.clientSlots(name) }
     })
   }
 
@@ -235,7 +249,8 @@ export class RouteWiring {
       notFound: true,
       longLived: undefined,
       neverLongLived: true,
-      observedWait: undefined
+      observedWait: undefined,
+      clientInFlight: undefined
     })
   }
 
@@ -320,7 +335,8 @@ function pluginRoute (settings: Settings): RouteSettings {
     failed: undefined,
     charge: undefined,
     longLived: undefined,
-    maxLongLived: false
+    maxLongLived: false,
+    clientInFlight: undefined
   }
 }
 

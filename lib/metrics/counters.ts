@@ -27,6 +27,15 @@ export interface GateCounters {
   wouldShed: number
 }
 
+/**
+ * Requests that said they were retries (the attempt header: `Retry-Attempt: 2` and up), by outcome;
+ * the rest of `admitted` and `shed` were first attempts. Kept only with `retries` on.
+ */
+export interface RetryCounters {
+  admitted: number
+  shed: number
+}
+
 /** A gate's name and counters, as metrics read them at each scrape. */
 export interface CountedGate {
   readonly name: string

@@ -121,6 +121,11 @@ export class DelayProbe {
     }
   }
 
+  /** A standing queue: the controller sheds, its cut is still short from a recent episode, or connections wait to be accepted. */
+  get standing (): boolean {
+    return this.codel.shedding || this.cutMs < this.intervalMs || this.acceptQueueStanding
+  }
+
   start (): void {
     this.due = this.clock() + this.periodMs
     this.timer = setTimeout(() => {

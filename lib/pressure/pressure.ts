@@ -160,6 +160,19 @@ export class Pressure {
     to.shed(item, this.settings!.retryAfter, UNDER_PRESSURE)
   }
 
+  /**
+   * Retries are shed first (the gate's `retries`): while the queue-delay controller sees a standing
+   * queue, a retry is shed whatever its age — `shed` with the queue's `Retry-After`, counted as
+   * the queue's — and true is returned; otherwise false, and the retry is screened as any request.
+   */
+  shedsRetry<T extends Screened> (item: T, shed: ScreenOutcomes<T>['shed']): boolean {
+    // Asked only where the queue-delay probe runs (the gate's step is assembled with it).
+    if (!this.probe!.standing) return false
+    this.shedBy.queueDelay++
+    shed(item, this.queueRetry, 'Server is overloaded')
+    return true
+  }
+
   counts (): PressureCounts {
     return { shed: { ...this.shedBy }, handled: this.handled }
   }

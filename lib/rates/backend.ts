@@ -124,6 +124,20 @@ export interface FleetMember {
   leave (): Promise<void>
 }
 
+/**
+ * Per-client in-flight slots held for a whole fleet (`clientInFlight` on a shared backend): each
+ * slot this process holds lapses `ttlMs` after its last renewal, so a process that dies frees its
+ * slots within `ttlMs` of its death.
+ */
+export interface ClientSlotBook {
+  /** A slot of `key` while fewer than `limit` are held across the fleet: true when taken. */
+  take (key: string, limit: number): Promise<boolean>
+  /** One of this process's slots of `key` goes back (best effort: one that cannot lapses with its TTL). */
+  release (key: string): void
+  /** No more renewals; the slots still held go back. */
+  stop (): Promise<void>
+}
+
 /** Where quotas live: memory (one process) or Redis (many). */
 export interface RatesBackend {
   readonly kind: string
@@ -145,6 +159,11 @@ export interface RatesBackend {
    * and the most limit of the members). Optional: the memory backend has no fleet to be part of.
    */
   fleet? (name: string, ttlMs: number, limit?: number): FleetMember
+  /**
+   * Per-client in-flight slots at `address`, shared by every process that asks at that address
+   * (`clientInFlight`). Optional: without it the gate counts a client's requests in this process.
+   */
+  clientSlots? (address: string): ClientSlotBook
   /**
    * Resolves when the backend answers a round trip now, rejects with why not: asked once at the
    * gate's `ready()`, so that a store out of reach at start is said once (decisions then fail closed

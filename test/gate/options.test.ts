@@ -118,7 +118,7 @@ const RL = { limit: 10, windowMs: 1000, burst: 5 }
 // What a route's settings hold beyond the gate's numbers, when it sets none of it.
 const ROUTE_REST = { groupId: undefined, hook: 'onRequest', enforce: true, errorResponseBuilder: undefined, allowList: undefined, onBackendError: 'deny' }
 /** What a route's settings hold besides what a test sets: `ROUTE_REST` and the default priority. */
-const ROUTE_OUT = { observedWait: false, priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined, longLived: undefined, maxLongLived: false }
+const ROUTE_OUT = { observedWait: false, priority: 'normal', ...ROUTE_REST, count: 'requests', failed: undefined, charge: undefined, longLived: undefined, maxLongLived: false, clientInFlight: undefined }
 
 // ---------------------------------------------------------------------------------------------
 // validateOptions
@@ -153,7 +153,9 @@ t.test('defaults', async (t) => {
       allowList: undefined,
       allowListSkipsShedding: false,
       hook: 'onRequest',
-      enforce: true
+      enforce: true,
+      retries: { header: 'retry-attempt', reserve: 0.1 },
+      clientInFlight: false
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
     t.equal(s.rateLimit, DEFAULT_RATE_LIMIT)
@@ -179,7 +181,9 @@ t.test('every option, valid', async (t) => {
     ipv6Subnet: 64,
     onBackendError: 'allow',
     onShed,
-    onLimit
+    onLimit,
+    retries: { header: 'X-Attempt', reserve: 0.25 },
+    clientInFlight: 4
   })
   t.strictSame({ ...s, rateLimit: { ...s.rateLimit } }, {
     maxInFlight: 512,
@@ -208,7 +212,9 @@ t.test('every option, valid', async (t) => {
     allowList: undefined,
     allowListSkipsShedding: false,
     hook: 'onRequest',
-    enforce: true
+    enforce: true,
+    retries: { header: 'x-attempt', reserve: 0.25 },
+    clientInFlight: 4
   })
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
@@ -301,7 +307,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {
@@ -742,7 +748,7 @@ t.test('route: the value must be false or a plain object', async (t) => {
   for (const [value, shown] of [[true, 'true (boolean)'], [null, 'null (null)'], [0, '0 (number)'], ['off', "'off' (string)"], [[], '[]'], [instance, 'Admission'], [() => ({}), '[Function (anonymous)] (function)']] as Bad[]) {
     routeRejected(t, value, '', value, shown)
   }
-  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed?, charge?, longLived?, maxLongLived? } or false')
+  t.match((thrown(() => validateRouteOptions(true, WHERE, PLUGIN)) as Error).message, 'an object { maxInFlight?, rateLimit?, cost?, hook?, enforce?, errorResponseBuilder?, allowList?, onBackendError?, priority?, groupId?, count?, failed?, charge?, longLived?, maxLongLived?, clientInFlight? } or false')
 })
 
 t.test('route: unknown keys, including plugin-only options and register keys', async (t) => {

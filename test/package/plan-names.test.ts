@@ -16,7 +16,7 @@ for (const [format, load] of [['ESM', async () => (await import('fastify-admissi
     app.get('/tiers', { config: { admission: { rateLimit: { tier: () => 'free', tiers: { free: { limit: 1, windowMs: 60_000 } } } } } }, async () => 'ok')
     await app.ready()
     t.same(app.admission.plan('GET /tiers'), {
-      onRequest: ['underPressure', 'inFlight', 'clientKey', 'pickTier'],
+      onRequest: ['retryAttempt', 'underPressure', 'inFlight', 'clientKey', 'pickTier'],
       preHandler: [],
       tiers: { free: ['decideNow', 'headersNow', 'verdict', 'exposed', 'admit'] }
     })

@@ -10,6 +10,7 @@ import { scriptCall, type RedisBackendClient, type RedisClientShape, type Script
 import { RedisBackendLimiter } from './redis-limiter.js'
 import { RedisBackendStack } from './redis-stack.js'
 import { RedisFleetMember } from './fleet-membership.js'
+import { RedisClientSlots } from './client-slots.js'
 import type { LeaseSettings } from './lease-book.js'
 import { clientFrom, denyCacheFrom, leasesFrom, prefixFrom, timeoutFrom } from './redis-options.js'
 
@@ -209,6 +210,12 @@ export class RedisBackend implements RatesBackend, QuotaBackend {
   fleet (name: string, ttlMs: number, limit?: number): RedisFleetMember {
     if (this.stopped) throw new RatesStoppedError(`fleet ${name}`)
     return new RedisFleetMember(this, name, ttlMs, limit)
+  }
+
+  /** Per-client in-flight slots at `address`, shared by the fleet (`client-slots.ts`). */
+  clientSlots (address: string): RedisClientSlots {
+    if (this.stopped) throw new RatesStoppedError(`client slots ${address}`)
+    return new RedisClientSlots(this, address)
   }
 
   /** Runs the decision script on `key` (`runScript`). */

@@ -65,8 +65,8 @@ export function rateLimitStart (name: string): string {
 const DEFAULT_START = rateLimitStart('default')
 const T = serializeItemStarts('default', [], ['r', 't'])[1]!
 
-/** The name of the in-flight limit's policy: the registration's (`in-flight`) or the route's own (`route-in-flight`). */
-export type InFlightPolicyName = 'in-flight' | 'route-in-flight' | 'long-lived' | 'route-long-lived'
+/** The name of the in-flight limit's policy: the registration's (`in-flight`), the route's own (`route-in-flight`), a client's (`client-in-flight`). */
+export type InFlightPolicyName = 'in-flight' | 'route-in-flight' | 'long-lived' | 'route-long-lived' | 'client-in-flight'
 
 /**
  * The in-flight limit as a quota policy, on the 503 of a full gate: `q` requests at once, in the

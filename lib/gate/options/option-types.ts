@@ -23,6 +23,7 @@ import type { ErrorResponseBuilder } from './error-response.js'
 import type { Limits } from './limits.js'
 import type { CountMode, FailedResponse } from './login-options.js'
 import type { ChargeCallback } from './charge-option.js'
+import type { RetriesOptions, RetrySettings } from './retries-option.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.
@@ -141,6 +142,8 @@ export interface AdmissionRouteOptions {
   longLived?: boolean
   /** At most this many of this route's long-lived connections at once (a 503 beyond); default: no bound of the route's own. */
   maxLongLived?: number | false
+  /** At most this many of a client's requests to this route in flight at once (a 429 beyond); defaults to the plugin's `clientInFlight`; `false`: none here. */
+  clientInFlight?: number | false
 }
 
 export interface AdmissionOptions {
@@ -220,6 +223,19 @@ export interface AdmissionOptions {
    * option) or OpenTelemetry through the app's `meter`; see docs/guides/metrics.md.
    */
   metrics?: AdmissionMetricsOptions
+  /**
+   * Retries shed first: a request whose attempt header (`Retry-Attempt`, a decimal integer, 1 for a
+   * first attempt) says 2 or more is refused within the last `reserve` (default 0.1) of an in-flight
+   * limit, and while queueing delay stands. On by default (the header only lowers a request's own
+   * priority); `false`: off; `{ header, reserve }` (docs/guides/retries.md).
+   */
+  retries?: boolean | RetriesOptions
+  /**
+   * At most this many requests of one client (its `key`) in flight at once, on each route that
+   * uses it (on a Redis backend, across the fleet); beyond, 429 with `Retry-After` and the
+   * `client-in-flight` policy. Default false: none (docs/guides/in-flight.md).
+   */
+  clientInFlight?: number | false
 }
 
 export interface RouteSettings {
@@ -245,6 +261,8 @@ export interface RouteSettings {
   /** undefined: as the route's declaration says (a websocket or @fastify/sse route). */
   readonly longLived: boolean | undefined
   readonly maxLongLived: number | false
+  /** The route's own (`false`: none); undefined: the plugin's, counted with its other routes'. */
+  readonly clientInFlight: number | false | undefined
 }
 
 export interface Settings {
@@ -278,4 +296,6 @@ export interface Settings {
   readonly pressure: PressureSettings | undefined
   readonly queueDelay: QueueDelaySettings | undefined
   readonly metrics: MetricsSettings | undefined
+  readonly retries: RetrySettings | undefined
+  readonly clientInFlight: number | false
 }

@@ -14,6 +14,7 @@ import { HEADER_FORMATS, type HeaderFormat } from '../headers/header-formats.js'
 import { inFlightOption, priorityOption, routeInFlightOption } from './in-flight-options.js'
 import { allowListOption, pluginAllowListOption } from './allow-list.js'
 import { refusalOption } from './refusal-options.js'
+import { retriesOption } from './retries-option.js'
 import { REMOVED_HINTS } from './removed-options.js'
 import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
@@ -25,8 +26,8 @@ export const DEFAULT_RATE_LIMIT: Readonly<Policy> = Object.freeze({ algorithm: '
 export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
-const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics'] as const
+const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived', 'clientInFlight'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -180,7 +181,9 @@ export function validateOptions (options: unknown): Settings {
     pressure: pressureSettings(input.pressure),
     // `maxInFlight: 'auto'` is the no-tuning overload mode: the adaptive limit and queueing-delay shedding.
     queueDelay: queueDelaySettings(input.queueDelay === undefined && inFlight.auto ? true : input.queueDelay),
-    metrics: metricsOption(input.metrics)
+    metrics: metricsOption(input.metrics),
+    retries: retriesOption(input.retries),
+    clientInFlight: boundOrFalse('clientInFlight', input.clientInFlight)
   })
 }
 
@@ -263,7 +266,8 @@ export function validateRouteOptions (value: unknown, where: string, plugin: Set
     failed: failedOption(`${path}.failed`, input.failed, count),
     charge,
     longLived: input.longLived === undefined ? undefined : booleanOption(`${path}.longLived`, input.longLived, false),
-    maxLongLived: boundOrFalse(`${path}.maxLongLived`, input.maxLongLived)
+    maxLongLived: boundOrFalse(`${path}.maxLongLived`, input.maxLongLived),
+    clientInFlight: input.clientInFlight === undefined ? undefined : boundOrFalse(`${path}.clientInFlight`, input.clientInFlight)
   })
 }
 

@@ -1,7 +1,7 @@
 import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { Contained } from '../../callbacks/contained.js'
 import { DECISION_CHANNEL, decisions, publishDecision, refused } from '../../metrics/events.js'
-import type { GateCounters } from '../../metrics/counters.js'
+import type { GateCounters, RetryCounters } from '../../metrics/counters.js'
 import type { StackDecision } from '../../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
@@ -30,6 +30,8 @@ export interface OutcomeContext {
   readonly onShed: ((request: FastifyRequest) => void) | undefined
   /** Makes an answer readable by pages of other origins: `Retry-After` and the fields of the formats sent. */
   readonly expose: Expose
+  /** Outcomes of the requests that said they were retries (`retries` on), or undefined. */
+  readonly retries: RetryCounters | undefined
 }
 
 /**
@@ -82,10 +84,20 @@ export class Outcomes {
     this.onLimitCalls = new Contained(log, 'onLimit', route, 'the request is refused as without it')
     this.onShedCalls = new Contained(log, 'onShed', route, 'the request is shed as without it')
     this.subscriberCalls = new Contained(log, `a subscriber of ${DECISION_CHANNEL}`, route, 'the decision stands, and the other subscribers hear it', false)
+    const retries = context.retries
+    const admit = this.admit
+    this.admitted = retries === undefined
+      ? admit
+      : (permit) => {
+          if (permit.retry) retries.admitted++
+          admit(permit)
+        }
   }
 
-  /** The request goes on (it holds its permit until its work ends). */
-  readonly admitted = (permit: Permit): void => {
+  /** The request goes on (it holds its permit until its work ends); with `retries`, a retry is counted apart too. */
+  readonly admitted: (permit: Permit) => void
+
+  private readonly admit = (permit: Permit): void => {
     this.context.global.admitted++
     permit.gate.counters.admitted++
     if (decisions.hasSubscribers) publishDecision(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, permit.key, permit.backendFailed)
@@ -127,6 +139,41 @@ export class Outcomes {
   }
 
   /**
+   * The client holds `limit` requests in flight already (`clientInFlight`): refused as a quota is
+   * (`limitStatusCode`, counted as limited, `onLimit` told), with `Retry-After: 1` — when one of its
+   * requests ends is not known — and the `client-in-flight` policy's fields; or, not enforcing, a
+   * would-limit that goes on holding no client slot (true).
+   */
+  clientFull (permit: Permit, limit: number): boolean {
+    if (!this.enforce) {
+      this.context.global.wouldLimit++
+      permit.gate.counters.wouldLimit++
+      this.wouldHave(permit, 'limited', 1)
+      return true
+    }
+    permit.refused()
+    this.context.global.limited++
+    permit.gate.counters.limited++
+    if (this.inFlightHeaders) {
+      const fields = this.fieldsOf('client-in-flight', limit)
+      permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
+    }
+    const onLimit = this.context.onLimit
+    if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, 1000, permit.key as string)
+    this.answer(permit, this.context.limitStatusCode, 1, 'limited', false, MESSAGES.limited, POLICY_LISTS['client-in-flight'])
+    return false
+  }
+
+  /**
+   * A retry finds a gate within the slots kept for first attempts (`retries.reserve`): shed as at a
+   * full gate, naming the route's own limit (`own`) or the registration's.
+   */
+  fullForRetries (permit: Permit, own: boolean): boolean {
+    const slots = this.context.slots
+    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? permit.route.maxInFlight : slots.limit, slots.retryAfter)
+  }
+
+  /**
    * The long-lived connections are full (the registration's `maxLongLived`, or the route's): the
    * request is shed with its policy named (or, not enforcing, goes on holding no place among them: true).
    */
@@ -157,6 +204,7 @@ export class Outcomes {
     permit.refused()
     this.context.global.shed++
     permit.gate.counters.shed++
+    if (permit.retry) this.context.retries!.shed++
     const onShed = this.context.onShed
     if (onShed !== undefined) this.onShedCalls.notify(onShed, permit.request)
     this.answer(permit, 503, seconds, 'shed', false, message, policy === undefined ? NONE : POLICY_LISTS[policy])
@@ -176,7 +224,7 @@ export class Outcomes {
       gate.failing = true
       this.context.log.error({
         route: gate.name,
-        policy: describePolicy(gate.policy!),
+        policy: gate.policy === undefined ? undefined : describePolicy(gate.policy),
         code: error instanceof RatesError ? error.code : error === undefined ? 'RATES_UNAVAILABLE' : undefined,
         err: error
       }, `fastify-admission: the rate-limit backend could not decide for ${gate.name} (${error === undefined ? 'every tracked client has live state' : error instanceof Error ? error.message : String(error)}); ${this.enforce ? `answering by onBackendError '${this.onBackendError}'` : 'admitting (enforce: false)'} until it can`)
@@ -215,7 +263,8 @@ const POLICY_LISTS: Readonly<Record<InFlightPolicyName, readonly string[]>> = Ob
   'in-flight': Object.freeze(['in-flight']),
   'route-in-flight': Object.freeze(['route-in-flight']),
   'long-lived': Object.freeze(['long-lived']),
-  'route-long-lived': Object.freeze(['route-long-lived'])
+  'route-long-lived': Object.freeze(['route-long-lived']),
+  'client-in-flight': Object.freeze(['client-in-flight'])
 })
 
 /**

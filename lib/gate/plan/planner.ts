@@ -20,10 +20,14 @@ import { expiringLimitWriter, olderPolicyHeader, type ExpiringLimit, type Header
 import { expiringLaterStep, expiringNowStep, olderPolicyStep, stackExpiringLaterStep, stackExpiringNowStep } from './format-steps.js'
 import { StepList, type Plan, type Step } from './plan.js'
 import {
-  admitStep, allowFirstStep, allowListStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
+  admitStep, allowFirstStep, allowListStep, clientInFlightLaterStep, clientInFlightStep, clientKeyStep, decidedAtStep, decideLaterStep, decideNowStep, exposedStep,
   headersLaterStep, headersNowStep, inFlightStep, loginAttemptStep, longLivedStep, onToPreHandlerStep, partitionKeyStep,
-  pressureStep, stackHeadersLaterStep, stackHeadersNowStep, tierStep, verdictStep, whileFullStep
+  pressureStep, retryAttemptStep, stackHeadersLaterStep, stackHeadersNowStep, tierStep, verdictStep, whileFullStep
 } from './steps.js'
+import type { RetrySettings } from '../options/retries-option.js'
+import { ClientSlots } from '../release/client-slots.js'
+import type { ClientSlotBook } from '../../rates/backend.js'
+import { retryLimit } from '../../core/attempt.js'
 
 export type { Plan }
 
@@ -58,6 +62,8 @@ export interface RouteSpec {
   readonly neverLongLived: boolean
   /** A full route semaphore advertises its observed wait (`maxInFlight: { retryAfter: 'observed' }`): its durations are sampled as its permits end. */
   readonly observedWait: ObservedWait | undefined
+  /** A client's in-flight limit on the route (`clientInFlight`) and the slots it counts in, or undefined. */
+  readonly clientInFlight: { readonly limit: number, readonly slots: ClientSlots | ClientSlotBook } | undefined
 }
 
 /** What the planner takes from the registration. */
@@ -69,6 +75,8 @@ export interface PlanParts {
   readonly globalGate: boolean
   readonly sampler: AdaptiveSampler | undefined
   readonly pressure: Pressure | undefined
+  /** Retries shed first (`retries`), or undefined. */
+  readonly retries: RetrySettings | undefined
   readonly headers: boolean
   /** The header formats sent (`headers.format`; none with `headers: false`). */
   readonly formats: readonly HeaderFormat[]
@@ -114,7 +122,8 @@ export class Planner {
     const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, this.draft11, routeWait)
     const gate = spec.gate
     const allows = spec.allowList
-    const keyed = gate.limiter !== undefined || allows !== undefined
+    const clients = spec.notFound ? undefined : spec.clientInFlight
+    const keyed = gate.limiter !== undefined || allows !== undefined || clients !== undefined
     const listed = (): Contained => this.contained('allowList', route, 'answering 500 with its error')
     const key = (): Step => clientKeyStep(parts.keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'))
     const base = { gate, ended: this.ended(spec), failures: spec.failures, byContext: spec.byContext, waitsForHandler: spec.waitsForHandler, handlerWatched: spec.handlerWatched, longLived: spec.neverLongLived ? undefined : parts.longLived }
@@ -123,6 +132,8 @@ export class Planner {
     // is refused while the global gate is full), then a long-lived route's place.
     const onRequest = new StepList()
     const pressure = parts.pressure
+    const retry = this.retryStep(spec, outcomes)
+    if (retry !== undefined) onRequest.add(retry)
     if (pressure !== undefined) {
       const handler = this.contained('pressureHandler', route, 'shedding with the pressure 503, as without it')
       onRequest.addResuming((rest) => pressureStep(pressure, outcomes, handler, rest))
@@ -138,6 +149,7 @@ export class Planner {
       // The allow list before shedding: the key first, a listed client admitted whatever the gate.
       onRequest.add(key()).add(allowFirstStep(allows, listed(), take, outcomes))
       shed(onRequest)
+      if (clients !== undefined) clientStep(clients, outcomes, onRequest)
       this.rate(spec, outcomes, onRequest)
       return { ...base, onRequest: onRequest.steps, preHandler: undefined }
     } else {
@@ -146,11 +158,12 @@ export class Planner {
 
     // Limit: the key, the allow list, then the quota — in onRequest, or after the route's own
     // preHandlers (`hook: 'preHandler'`), where authentication has run.
-    const inPreHandler = spec.preHandler && gate.limiter !== undefined && !spec.notFound
+    const inPreHandler = spec.preHandler && (gate.limiter !== undefined || clients !== undefined) && !spec.notFound
     const limit = inPreHandler ? new StepList() : onRequest
     if (inPreHandler) onRequest.add(onToPreHandlerStep())
     if (keyed) limit.add(key())
     if (allows !== undefined) limit.add(allowListStep(allows, listed(), outcomes))
+    if (clients !== undefined) clientStep(clients, outcomes, limit)
     this.rate(spec, outcomes, limit)
     return { ...base, onRequest: onRequest.steps, preHandler: inPreHandler ? limit.steps : undefined }
   }
@@ -207,6 +220,21 @@ export class Planner {
     return list.add(admitStep(outcomes))
   }
 
+  /**
+   * Retries shed first: present only where `retries` is on and the route has something that
+   * sheds — the registration's in-flight gate, a semaphore of its own, queueing delay.
+   */
+  private retryStep (spec: RouteSpec, outcomes: Outcomes): Step | undefined {
+    const retries = this.parts.retries
+    if (retries === undefined) return undefined
+    const slots = this.parts.globalGate ? this.parts.slots : undefined
+    const own = spec.gate.maxInFlight
+    const routeLimit = own === 0 ? 0 : retryLimit(own, retries.reserve)
+    const pressure = this.parts.pressure?.probe === undefined ? undefined : this.parts.pressure
+    if (slots === undefined && routeLimit === 0 && pressure === undefined) return undefined
+    return retryAttemptStep(retries.header, { slots, routeLimit, pressure }, outcomes)
+  }
+
   /** The slots a route takes, by its priority at the global gate (or only its own, without one). */
   private take (priority: Priority): Take {
     const slots = this.parts.slots
@@ -226,11 +254,25 @@ export class Planner {
    */
   private ended (spec: RouteSpec): EndListener {
     const connections = this.parts.longLived
-    const ended = this.endedInFlight(spec)
+    const ended = this.endedClient(spec, this.endedInFlight(spec))
     if (spec.longLived === undefined) return ended
     return (permit, how) => {
       ended(permit, how)
       if (how !== 'longLived') connections.close(permit)
+    }
+  }
+
+  /** With `clientInFlight`: the client's slot goes back too, after the route's (once: a permit ends once). */
+  private endedClient (spec: RouteSpec, ended: EndListener): EndListener {
+    const clients = spec.clientInFlight
+    if (clients === undefined || spec.notFound) return ended
+    const slots = clients.slots
+    return (permit, how) => {
+      ended(permit, how)
+      if (permit.clientHeld) {
+        permit.clientHeld = false
+        slots.release(permit.key!)
+      }
     }
   }
 
@@ -266,6 +308,13 @@ export class Planner {
     const built: Refuse = builder(build, fallback, this.contained('errorResponseBuilder', route, 'refusing with the built-in body'))
     return { shed: built, limited: built, unavailable: built }
   }
+}
+
+/** A client's slot: in this process (synchronous), or the fleet's on its backend (by promise). */
+function clientStep (clients: NonNullable<RouteSpec['clientInFlight']>, outcomes: Outcomes, list: StepList): void {
+  const { slots, limit } = clients
+  if (slots instanceof ClientSlots) list.add(clientInFlightStep(slots, limit, outcomes))
+  else list.addResuming((rest) => clientInFlightLaterStep(slots, limit, outcomes, rest))
 }
 
 /** The slots go back first (a charge may wait for its backend), then the charge is taken. */

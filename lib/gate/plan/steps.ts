@@ -12,7 +12,10 @@ import { moreAtOf, rateLimitHeader, rateLimitList, setFields, type Expose } from
 import { withPartitionKey, type PartitionKey } from '../headers/partition-key.js'
 import { watchLongLived, type LongLivedConnections, type LongLivedKind } from '../release/long-lived.js'
 import type { Permit } from '../release/permit.js'
-import type { Take } from '../release/slots.js'
+import type { Slots, Take } from '../release/slots.js'
+import type { ClientSlots } from '../release/client-slots.js'
+import type { ClientSlotBook } from '../../rates/backend.js'
+import { isRetry } from '../../core/attempt.js'
 import type { RouteGate } from '../route-gate.js'
 import type { LoginAttempts } from './login-attempts.js'
 
@@ -62,6 +65,35 @@ export function runSteps (steps: readonly Step[], permit: Permit, from: number):
 // request or will run the rest of the plan itself (`Resume`).
 
 // ---- shed --------------------------------------------------------------------------------------
+
+/** Where a retry is shed before a first attempt would be: each part present only where the route sheds there. */
+export interface RetryShedding {
+  /** The registration's in-flight gate: a retry is refused within its last `retries.reserve` of slots. */
+  readonly slots: Slots | undefined
+  /** The route's own semaphore: a retry is refused from this count of held slots on (0: none). */
+  readonly routeLimit: number
+  /** Queueing delay: a retry is shed while a standing queue lasts. */
+  readonly pressure: Pressure | undefined
+}
+
+/**
+ * Retries are shed first (`retries`): a request whose attempt header says it is a retry (2 and up)
+ * is refused where a first attempt would still be admitted — within the slots an in-flight limit
+ * keeps for first attempts, or while the queue-delay controller sees a standing queue. A request
+ * without the header, or with one that cannot be read, is a first attempt and goes straight on.
+ */
+export function retryAttemptStep (header: string, where: RetryShedding, outcomes: Outcomes): Step {
+  const { slots, routeLimit, pressure } = where
+  const shed = (permit: Permit, seconds: number, message: string): void => { outcomes.shed(permit, seconds, message) }
+  return named('retryAttempt', function (permit) {
+    const text = permit.request.raw.headers[header]
+    if (!isRetry(typeof text === 'string' ? text : undefined)) return true
+    permit.retry = true
+    if (slots?.fullForRetries === true) return outcomes.fullForRetries(permit, false)
+    if (routeLimit !== 0 && permit.route.counters.inFlight >= routeLimit) return outcomes.fullForRetries(permit, true)
+    return pressure === undefined || !pressure.shedsRetry(permit, shed)
+  })
+}
 
 /**
  * Pressure and queueing delay, first of all: while nothing may shed (`active` is 0) the request
@@ -188,6 +220,46 @@ function ask<T> (contained: Contained, permit: Permit, callback: string, call: (
     permit.fail(error, callback)
     return FAILED
   }
+}
+
+/**
+ * A client's in-flight slot (`clientInFlight`): taken for the request's key while the client holds
+ * fewer than `limit`, given back when the permit ends; a client at its limit is refused (429, the
+ * `client-in-flight` policy) before its quota is touched.
+ */
+export function clientInFlightStep (slots: ClientSlots, limit: number, outcomes: Outcomes): Step {
+  return named('clientInFlight', function (permit) {
+    if (!slots.take(permit.key!, limit)) return outcomes.clientFull(permit, limit)
+    permit.clientHeld = true
+    return true
+  })
+}
+
+/**
+ * A client's in-flight slot held for the fleet (`clientInFlight` on Redis): one round trip, then
+ * the rest of the plan (`rest`). A permit that ended meanwhile (its client left) gives the slot
+ * back at once. A backend that cannot answer goes to `onBackendError`, as a quota's decision does.
+ */
+export function clientInFlightLaterStep (book: ClientSlotBook, limit: number, outcomes: Outcomes, rest: Resume): Step {
+  return named('clientInFlight', function (permit) {
+    const key = permit.key!
+    book.take(key, limit).then(
+      (taken) => {
+        if (permit.how !== undefined) {
+          if (taken) book.release(key)
+          return
+        }
+        if (!taken) {
+          outcomes.clientFull(permit, limit)
+          return
+        }
+        permit.clientHeld = true
+        rest(permit)
+      },
+      (error: unknown) => { if (outcomes.unavailable(permit, error, undefined)) rest(permit) }
+    ).then(undefined, (error: unknown) => { permit.lost(error) })
+    return false
+  })
 }
 
 /** Login throttling: the attempt counts as a failure to come from now, before its check is sent (see `LoginAttempts`). */

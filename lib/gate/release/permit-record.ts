@@ -32,6 +32,8 @@ export interface PermitRecord {
   decision: RateDecision | undefined
   /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */
   backendFailed: boolean
+  /** The request says it is a retry (its attempt header, on a route with `retries`). */
+  retry: boolean
   /** How the permit ended; undefined while it is live. */
   readonly how: PermitEnd | undefined
 }

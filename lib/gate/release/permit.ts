@@ -100,6 +100,10 @@ export class Permit implements PermitRecord, SlotHolder {
   decision: RateDecision | undefined = undefined
   /** The backend could not decide and the request was admitted anyway (`onBackendError: 'allow'`, or not enforcing). */
   backendFailed = false
+  /** The request says it is a retry (its attempt header, on a route with `retries`). */
+  retry = false
+  /** Holds a slot of its client's (`clientInFlight`), given back when the permit ends. */
+  clientHeld = false
   /** The connection's list of live permits (see `Slots`). */
   prev: SlotHolder | null = null
   next: SlotHolder | null = null

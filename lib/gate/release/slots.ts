@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify'
 import { acquire, release } from '../../core/index.js'
+import { retryLimit } from '../../core/attempt.js'
 import type { GateCounters } from '../../metrics/counters.js'
 import { reserveOf } from './priority.js'
 import type { SlotHolder } from './slot-links.js'
@@ -38,6 +39,10 @@ export class Slots {
   /** `Retry-After` of a full gate, s: 1 for a fixed limit; the adaptive sampler keeps it at one measured round trip. */
   retryAfter = 1
   private readonly reserveShare: number
+  /** The share of L kept for first attempts (`retries.reserve`), 0 without retries. */
+  private readonly retryShare: number
+  /** A retry takes a global slot only while fewer than this many are held (`retryLimit`). */
+  retryLimit = 0
   private reserve = 0
   private sheddableLimit = 0
   /** Global slots held by `critical` routes. */
@@ -45,9 +50,10 @@ export class Slots {
   private readonly kHeld = Symbol('admission.held')
   private readonly onConnectionClose: (this: Connection) => void
 
-  constructor (global: GateCounters, maxInFlight: number, reserveShare = 0) {
+  constructor (global: GateCounters, maxInFlight: number, reserveShare = 0, retryShare = 0) {
     this.global = global
     this.reserveShare = reserveShare
+    this.retryShare = retryShare
     this.setLimit(maxInFlight)
     const kHeld = this.kHeld
     // One function for every connection (`this` is the socket or stream): no closure per request.
@@ -81,11 +87,17 @@ export class Slots {
     this.limit = limit
     this.reserve = reserveOf(limit, this.reserveShare)
     this.sheddableLimit = limit - this.reserve
+    this.retryLimit = retryLimit(limit, this.retryShare)
   }
 
   /** Whether the global gate is full right now (for requests that hold no slot, such as 404s). */
   get full (): boolean {
     return this.limit !== 0 && this.global.inFlight >= this.limit
+  }
+
+  /** Whether a retry finds the global gate full: its last `retries.reserve` of slots are first attempts'. */
+  get fullForRetries (): boolean {
+    return this.limit !== 0 && this.global.inFlight >= this.retryLimit
   }
 
   /** The route's slot alone (no global gate). */
