@@ -162,6 +162,9 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'admit-subscribed', description: 'as admit, one empty subscriber on fastify-admission:decision', status: 200, base: 'admit', byDefault: false, setup: (app) => { subscribe('fastify-admission:decision', () => {}); return admit(app) } },
   { name: 'bare-ip', description: 'bare Fastify 5, the load from 100 loopback addresses (one connection each)', status: 200, byDefault: false, sources: IP_SOURCES },
   { name: 'admit-ip', description: 'as admit, keyed by request.ip (no key option): 100 clients, one address each', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge }) },
+  // Fastify adds a second 'finish' listener to every response when a route has onResponse hooks: one
+  // listener array per response, the allocation V8 may pretenure (README, 2026-12-06, the scavenger).
+  { name: 'onresponse-ip', description: 'bare Fastify 5 + one empty onResponse hook (app.addHook), the load from 100 addresses', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.addHook('onResponse', emptyHook) },
   { name: 'rl-admit-ip', description: '@fastify/rate-limit 11 admitting, keyed by request.ip (its default): 100 clients', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: async (app) => app.register(await rateLimit(), { max: 1e9, timeWindow: 60_000 }) },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
