@@ -3,16 +3,19 @@
 // string; `status` is what every measured response must be; `base` is what its Δ is measured against.
 import { createServer as httpServer, type Server as HttpServer } from 'node:http'
 import { createServer as netServer, type Server as NetServer } from 'node:net'
+import type { Meter } from '@opentelemetry/api'
 import Fastify, { type FastifyInstance, type FastifyRequest, type RouteShorthandOptions } from 'fastify'
-import rateLimit from '@fastify/rate-limit'
-import underPressure from '@fastify/under-pressure'
 // The package as built (`npm run bench:cost` builds it first), not lib/ through tsx.
 import admission from '../../dist/index.js'
 import { CLIENT_HEADER } from './load.js'
-import { Registry } from 'prom-client'
 import { subscribe } from 'node:diagnostics_channel'
-import { metrics } from '@opentelemetry/api'
-import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics'
+
+// The other packages a variant uses are imported by its setup, in its own process only: a module
+// loaded for one variant changes what another measures. Loading the OpenTelemetry SDK as ESM made
+// V8 promote ~2.6 MB per scavenge in admit-ip, a variant that never uses it (README, 2026-12-06).
+const rateLimit = async () => (await import('@fastify/rate-limit')).default
+const underPressure = async () => (await import('@fastify/under-pressure')).default
+const newRegistry = async () => new (await import('prom-client')).Registry()
 
 export interface CostVariant {
   readonly name: string
@@ -76,8 +79,8 @@ const featuresOn = (stack: object[]) => (app: FastifyInstance): unknown => app.r
 const admit = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader })
 const refuse = (app: FastifyInstance): unknown => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader })
 // `cache` at least the load's clients (the default, 5000, holds them all).
-const rlAdmit = (app: FastifyInstance): unknown => app.register(rateLimit, { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader })
-const rlRefuse = (app: FastifyInstance): unknown => app.register(rateLimit, { max: 1, timeWindow: HOUR, keyGenerator: byHeader })
+const rlAdmit = async (app: FastifyInstance): Promise<unknown> => app.register(await rateLimit(), { max: 1e9, timeWindow: 60_000, keyGenerator: byHeader })
+const rlRefuse = async (app: FastifyInstance): Promise<unknown> => app.register(await rateLimit(), { max: 1, timeWindow: HOUR, keyGenerator: byHeader })
 
 // The floor of a refusal sent the Fastify way from a route's onRequest, with the plugin's body
 // and headers as constants: what the plugin's refusal costs beyond its own code.
@@ -118,10 +121,16 @@ for (let i = 0; i < 65_536; i++) {
 const byAddress = (request: FastifyRequest): string => asAddress.get(byHeader(request))!
 const byOtherKey = (request: FastifyRequest): string => asOther.get(byHeader(request))!
 
-/** An SDK reader nobody collects from during the run: the SDK's instruments are made, no export happens. */
-class IdleReader extends MetricReader {
-  protected override async onForceFlush (): Promise<void> {}
-  protected override async onShutdown (): Promise<void> {}
+/** A Meter of @opentelemetry/api with no SDK registered (a no-op Meter). */
+const apiMeter = async (): Promise<Meter> => (await import('@opentelemetry/api')).metrics.getMeter('bench')
+/** A Meter of an SDK MeterProvider whose reader nobody collects from during the run: the SDK's instruments are made, no export happens. */
+async function sdkMeter (): Promise<Meter> {
+  const { MeterProvider, MetricReader } = await import('@opentelemetry/sdk-metrics')
+  class IdleReader extends MetricReader {
+    protected override async onForceFlush (): Promise<void> {}
+    protected override async onShutdown (): Promise<void> {}
+  }
+  return new MeterProvider({ readers: [new IdleReader()] }).getMeter('bench')
 }
 
 export const VARIANTS: readonly CostVariant[] = [
@@ -137,7 +146,7 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'optout', description: 'fastify-admission (as admit), route config { admission: false }', status: 200, setup: admit, route: { config: { admission: false } } },
   { name: 'rl-admit', description: '@fastify/rate-limit 11 admitting', status: 200, setup: rlAdmit },
   { name: 'rl-refuse', description: '@fastify/rate-limit 11 refusing (429)', status: 429, setup: rlRefuse },
-  { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200, setup: (app) => app.register(underPressure) },
+  { name: 'under-pressure', description: '@fastify/under-pressure 9, defaults', status: 200, setup: async (app) => app.register(await underPressure()) },
   { name: 'hdr-floor', description: 'empty onRequest + onResponse (route options), onRequest sets two constant RateLimit headers', status: 200, route: { onRequest: (_request, reply, done) => { reply.header('ratelimit-policy', '"default";q=1000000000;w=60').header('ratelimit', '"default";r=999999999;t=1'); done() }, onResponse: emptyHook } },
   { name: 'admit-pk', description: 'as admit, headers: { partitionKey } (pk, an HMAC of the client key, on RateLimit)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, headers: { partitionKey: 'a secret of sixteen or more' } }) },
   { name: 'refuse-noheaders', description: 'fastify-admission refusing (429), headers: false', status: 429, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, headers: false }) },
@@ -145,15 +154,18 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'refuse-floor-hdr', description: 'refuse-floor plus two constant RateLimit headers', status: 429, byDefault: false, route: refusalFloor(true) },
   { name: 'admit-ipv4', description: 'as admit, keys that are IPv4 addresses (the memory backend\'s integer index)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byAddress }) },
   { name: 'admit-strkey', description: 'as admit-ipv4, keys of the same length that are not addresses (its Map)', status: 200, byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byOtherKey }) },
-  { name: 'admit-metrics', description: 'as admit, metrics on (a prom-client registry, never scraped)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { registry: new Registry() } }) },
-  { name: 'refuse-metrics', description: 'as refuse, metrics on', status: 429, base: 'refuse', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, metrics: { registry: new Registry() } }) },
+  { name: 'admit-metrics', description: 'as admit, metrics on (a prom-client registry, never scraped)', status: 200, base: 'admit', byDefault: false, setup: async (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { registry: await newRegistry() } }) },
+  { name: 'refuse-metrics', description: 'as refuse, metrics on', status: 429, base: 'refuse', byDefault: false, setup: async (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: once, key: byHeader, metrics: { registry: await newRegistry() } }) },
   // OpenTelemetry metrics on admit's route (admit is the same route with them off).
-  { name: 'otel-nosdk', description: 'as admit, metrics through a Meter of @opentelemetry/api with no SDK registered (a no-op Meter)', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: metrics.getMeter('bench') } }) },
-  { name: 'otel-sdk', description: 'as admit, metrics through an SDK MeterProvider whose reader is never collected during the run', status: 200, base: 'admit', byDefault: false, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: new MeterProvider({ readers: [new IdleReader()] }).getMeter('bench') } }) },
+  { name: 'otel-nosdk', description: 'as admit, metrics through a Meter of @opentelemetry/api with no SDK registered (a no-op Meter)', status: 200, base: 'admit', byDefault: false, setup: async (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: await apiMeter() } }) },
+  { name: 'otel-sdk', description: 'as admit, metrics through an SDK MeterProvider whose reader is never collected during the run', status: 200, base: 'admit', byDefault: false, setup: async (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, key: byHeader, metrics: { meter: await sdkMeter() } }) },
   { name: 'admit-subscribed', description: 'as admit, one empty subscriber on fastify-admission:decision', status: 200, base: 'admit', byDefault: false, setup: (app) => { subscribe('fastify-admission:decision', () => {}); return admit(app) } },
   { name: 'bare-ip', description: 'bare Fastify 5, the load from 100 loopback addresses (one connection each)', status: 200, byDefault: false, sources: IP_SOURCES },
   { name: 'admit-ip', description: 'as admit, keyed by request.ip (no key option): 100 clients, one address each', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge }) },
-  { name: 'rl-admit-ip', description: '@fastify/rate-limit 11 admitting, keyed by request.ip (its default): 100 clients', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(rateLimit, { max: 1e9, timeWindow: 60_000 }) },
+  // Fastify adds a second 'finish' listener to every response when a route has onResponse hooks: one
+  // listener array per response, the allocation V8 may pretenure (README, 2026-12-06, the scavenger).
+  { name: 'onresponse-ip', description: 'bare Fastify 5 + one empty onResponse hook (app.addHook), the load from 100 addresses', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.addHook('onResponse', emptyHook) },
+  { name: 'rl-admit-ip', description: '@fastify/rate-limit 11 admitting, keyed by request.ip (its default): 100 clients', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: async (app) => app.register(await rateLimit(), { max: 1e9, timeWindow: 60_000 }) },
   { name: 'bare-log', description: 'bare Fastify 5, logger: true', status: 200, logger: true },
   { name: 'admit-log', description: 'fastify-admission admitting, logger: true', status: 200, logger: true, base: 'bare-log', setup: admit },
   { name: 'refuse-log', description: 'fastify-admission refusing (429), logger: true', status: 429, logger: true, base: 'bare-log', setup: refuse },
