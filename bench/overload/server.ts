@@ -5,6 +5,7 @@
 //   { slow: factor }  the downstream's operations take `factor` times as long from now on (the step)
 //   'stats'           answers { stats } (process CPU, handler counts, pool queue)
 // It exits when the parent goes away.
+import { performance } from 'node:perf_hooks'
 import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify'
 import { overloadVariant } from './variants.js'
 import { DownstreamPool, type ModelName, spin, type WorkSettings } from './work.js'
@@ -26,8 +27,8 @@ export interface ServerStats {
   trace: TracePoint[]
 }
 
-/** The gate at one instant: s since the server started, its limit (NaN: none), in flight, and the counters so far (sheds by the pressure signal that made them). */
-export interface TracePoint { t: number, limit: number, inFlight: number, shed: number, admitted: number, byReason: Record<string, number> }
+/** The gate at one instant: s since the server started, its limit (NaN: none), in flight, the counters so far (sheds by the pressure signal that made them), and since the last point the connections accepted and the loop's utilization. */
+export interface TracePoint { t: number, limit: number, inFlight: number, shed: number, admitted: number, byReason: Record<string, number>, accepts: number, elu: number }
 
 const [name = '', json = '{}'] = process.argv.slice(2)
 const settings = JSON.parse(json) as ServerSettings
@@ -74,12 +75,20 @@ process.on('disconnect', () => { process.exit(0) })
 process.send?.({ port: address.port })
 // OVERLOAD_TRACE=1: the gate's limit, in-flight count and sheds (by reason) on stderr every 200 ms
 // (how the adaptive limit and the queue-delay cut move), kept for the stats' `trace` too.
+// Beside them, what the queue-delay shedding reads: connections accepted and the loop's utilization
+// since the last point (a busy loop accepting in every tick is its "standing accept queue").
 if (process.env.OVERLOAD_TRACE === '1') {
   const t0 = performance.now()
+  let accepts = 0
+  let elu = performance.eventLoopUtilization()
+  app.server.on('connection', () => { accepts++ })
   setInterval(() => {
     const s = app.admission?.stats()
-    const point: TracePoint = { t: (performance.now() - t0) / 1000, limit: typeof s?.limit === 'number' ? s.limit : Number.NaN, inFlight: s?.inFlight ?? 0, shed: s?.shed ?? 0, admitted: s?.admitted ?? 0, byReason: { ...s?.pressure?.shed } }
+    const now = performance.eventLoopUtilization()
+    const point: TracePoint = { t: (performance.now() - t0) / 1000, limit: typeof s?.limit === 'number' ? s.limit : Number.NaN, inFlight: s?.inFlight ?? 0, shed: s?.shed ?? 0, admitted: s?.admitted ?? 0, byReason: { ...s?.pressure?.shed }, accepts, elu: performance.eventLoopUtilization(now, elu).utilization }
+    accepts = 0
+    elu = now
     trace.push(point)
-    process.stderr.write(`trace ${point.t.toFixed(2)} limit=${String(s?.limit)} inFlight=${point.inFlight} shed=${point.shed} admitted=${point.admitted} ${JSON.stringify(point.byReason)}\n`)
+    process.stderr.write(`trace ${point.t.toFixed(2)} limit=${String(s?.limit)} inFlight=${point.inFlight} shed=${point.shed} admitted=${point.admitted} queueDelay=${point.byReason.queueDelay ?? 0} accepts=${point.accepts} elu=${point.elu.toFixed(2)}\n`)
   }, 200).unref()
 }
