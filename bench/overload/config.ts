@@ -80,6 +80,8 @@ export interface OverloadConfig {
    * OVERLOAD_CLIENT, OVERLOAD_REPEATS times. OVERLOAD_RECOVERY=only: the recovery benchmark alone (no matrix). */
   recovery: 'off' | 'also' | 'only'
   recoveryModels: ModelName[]
+  /** OVERLOAD_RECOVERY_CLIENT [OVERLOAD_CLIENT's]: the clients of the recovery cells. */
+  recoveryClients: ClientName[]
   recoveryVariants: string[]
   recoveryBase: number
   recoveryLoad: number
@@ -196,6 +198,7 @@ export function readConfig (): OverloadConfig {
     undiciConnections: Math.max(1, Math.round(num('OVERLOAD_UNDICI_CONNECTIONS', 2048))),
     recovery: offAlsoOnly('OVERLOAD_RECOVERY', '0'),
     recoveryModels: enumList<ModelName>('OVERLOAD_RECOVERY_MODELS', MODELS.join(','), MODELS),
+    recoveryClients: enumList<ClientName>('OVERLOAD_RECOVERY_CLIENT', env.OVERLOAD_CLIENT ?? 'raw', ['raw', 'undici']),
     recoveryVariants: variantList('OVERLOAD_RECOVERY_VARIANTS', 'none,up-tuned,admission-good,admission-auto'),
     recoveryBase: num('OVERLOAD_RECOVERY_BASE', 0.8),
     recoveryLoad: num('OVERLOAD_RECOVERY_LOAD', 4),

@@ -44,7 +44,7 @@ export async function runRecovery (
   for (let repeat = 1; repeat <= config.repeats; repeat++) {
     for (const model of config.recoveryModels) {
       const C = capacities[model]!
-      for (const client of config.clients) {
+      for (const client of config.recoveryClients) {
         const vs = config.recoveryVariants
         const order = vs.map((_, i) => vs[(i + rotation) % vs.length]!)
         rotation++
@@ -98,7 +98,7 @@ export function recoveryTables (records: readonly RecoveryRecord[], config: Over
   const out: string[] = []
   const threshold = RECOVERED_SHARE * config.recoveryBase
   for (const model of config.recoveryModels) {
-    for (const client of config.clients) {
+    for (const client of config.recoveryClients) {
       const rs = records.filter((r) => r.model === model && r.client === client)
       if (rs.length === 0) continue
       const variants = config.recoveryVariants.filter((v) => rs.some((r) => r.variant === v))
