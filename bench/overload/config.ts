@@ -1,4 +1,5 @@
 // The overload benchmark's settings, from OVERLOAD_* environment variables (defaults in brackets).
+import type { ClientName, RetrySpec } from './load.js'
 import { MODELS, type ModelName } from './work.js'
 import { VARIANTS } from './variants.js'
 
@@ -65,6 +66,30 @@ export interface OverloadConfig {
   prioritySheddable: number
   priorityCritical: number
   priorityVariants: string[]
+  /** OVERLOAD_CLIENT [raw]: the clients that drive every cell, `raw` (the generator's sockets) and/or `undici`
+   * (an undici Pool of the same connection cap, one request at a time each); undici rows read "<variant> [undici]". */
+  clients: ClientName[]
+  /** OVERLOAD_UNDICI_CONNECTIONS [2048]: the undici Pool's connections (the issue's setup), instead of the raw client's cap. */
+  undiciConnections: number
+  /** OVERLOAD_RECOVERY [0]: run the recovery benchmark, clients that retry (OVERLOAD_RETRIES [3] more attempts,
+   * OVERLOAD_RETRY_DELAY_MS [0] after an attempt ends, on OVERLOAD_RETRY_ON [503,timeout,error]) against a trigger:
+   * OVERLOAD_RECOVERY_BASE [0.8] × C for OVERLOAD_RECOVERY_BEFORE_MS [3000], then for OVERLOAD_RECOVERY_TRIGGER_MS
+   * [10000] OVERLOAD_RECOVERY_LOAD [4] × C (cpu) or the downstream OVERLOAD_RECOVERY_SLOW [5] × slower at the base
+   * rate (downstream), then the base rate for OVERLOAD_RECOVERY_AFTER_MS [10000]; on OVERLOAD_RECOVERY_MODELS
+   * [cpu,downstream], OVERLOAD_RECOVERY_VARIANTS [none,up-tuned,admission-good,admission-auto], each client of
+   * OVERLOAD_CLIENT, OVERLOAD_REPEATS times. OVERLOAD_RECOVERY=only: the recovery benchmark alone (no matrix). */
+  recovery: 'off' | 'also' | 'only'
+  recoveryModels: ModelName[]
+  /** OVERLOAD_RECOVERY_CLIENT [OVERLOAD_CLIENT's]: the clients of the recovery cells. */
+  recoveryClients: ClientName[]
+  recoveryVariants: string[]
+  recoveryBase: number
+  recoveryLoad: number
+  recoverySlow: number
+  recoveryBeforeMs: number
+  recoveryTriggerMs: number
+  recoveryAfterMs: number
+  retry: RetrySpec
   /** OVERLOAD_OUT [timestamp]: bench/results-overload-<OUT>.json. */
   out: string
   /** OVERLOAD_CHART [unset: no chart]: a path to write the chart to, or `1` for the tracked bench/overload/chart.svg. */
@@ -91,17 +116,31 @@ function perModel (name: string, fallback: string): Record<string, number[]> {
   return out
 }
 
-function reconnectMode (): 'off' | 'also' | 'only' {
-  const raw = env.OVERLOAD_RECONNECT ?? '1'
+/** An `0 | 1 | only` setting: off, also (beside the rest), or only that. */
+function offAlsoOnly (name: string, fallback: string): 'off' | 'also' | 'only' {
+  const raw = env[name] ?? fallback
   if (raw === '0' || raw === '') return 'off'
   if (raw === '1') return 'also'
   if (raw === 'only') return 'only'
-  throw new Error(`OVERLOAD_RECONNECT=${raw}: 0, 1 or only`)
+  throw new Error(`${name}=${raw}: 0, 1 or only`)
 }
 
-/** The generator's connection cap for a model of capacity C: OVERLOAD_SOCKETS, or max(2 × C × deadline, 64). */
-export function socketsFor (config: OverloadConfig, capacity: number): number {
+/** The generator's connection cap for a model of capacity C: OVERLOAD_SOCKETS, or max(2 × C × deadline, 64); undici's Pool: OVERLOAD_UNDICI_CONNECTIONS. */
+export function socketsFor (config: OverloadConfig, capacity: number, client: ClientName = 'raw'): number {
+  if (client === 'undici') return config.undiciConnections
   return config.sockets > 0 ? config.sockets : Math.max(64, Math.ceil(2 * capacity * config.deadlineMs / 1000))
+}
+
+function variantList (name: string, fallback: string): string[] {
+  const out = list(name, fallback)
+  for (const v of out) if (!VARIANTS.some((x) => x.name === v)) throw new Error(`${name}: unknown variant ${v}`)
+  return out
+}
+
+function enumList<T extends string> (name: string, fallback: string, known: readonly T[]): T[] {
+  const out = list(name, fallback)
+  for (const v of out) if (!known.includes(v as T)) throw new Error(`${name}: ${v} is not one of ${known.join(', ')}`)
+  return out as T[]
 }
 
 export function readConfig (): OverloadConfig {
@@ -124,7 +163,7 @@ export function readConfig (): OverloadConfig {
     deadlineMs: num('OVERLOAD_DEADLINE_MS', 1000),
     sockets: Math.round(num('OVERLOAD_SOCKETS', 0)),
     maxConnecting: Math.max(1, Math.round(num('OVERLOAD_MAX_CONNECTING', 256))),
-    reconnect: reconnectMode(),
+    reconnect: offAlsoOnly('OVERLOAD_RECONNECT', '1'),
     loads: list('OVERLOAD_LOADS', '0.5,1,2,4,8,16').map(Number),
     models,
     variants,
@@ -155,6 +194,19 @@ export function readConfig (): OverloadConfig {
     prioritySheddable: num('OVERLOAD_PRIORITY_SHEDDABLE', 12),
     priorityCritical: num('OVERLOAD_PRIORITY_CRITICAL', 0.2),
     priorityVariants: list('OVERLOAD_PRIORITY_VARIANTS', 'admission-adaptive,admission-good,none'),
+    clients: enumList<ClientName>('OVERLOAD_CLIENT', 'raw', ['raw', 'undici']),
+    undiciConnections: Math.max(1, Math.round(num('OVERLOAD_UNDICI_CONNECTIONS', 2048))),
+    recovery: offAlsoOnly('OVERLOAD_RECOVERY', '0'),
+    recoveryModels: enumList<ModelName>('OVERLOAD_RECOVERY_MODELS', MODELS.join(','), MODELS),
+    recoveryClients: enumList<ClientName>('OVERLOAD_RECOVERY_CLIENT', env.OVERLOAD_CLIENT ?? 'raw', ['raw', 'undici']),
+    recoveryVariants: variantList('OVERLOAD_RECOVERY_VARIANTS', 'none,up-tuned,admission-good,admission-auto'),
+    recoveryBase: num('OVERLOAD_RECOVERY_BASE', 0.8),
+    recoveryLoad: num('OVERLOAD_RECOVERY_LOAD', 4),
+    recoverySlow: num('OVERLOAD_RECOVERY_SLOW', 5),
+    recoveryBeforeMs: num('OVERLOAD_RECOVERY_BEFORE_MS', 3000),
+    recoveryTriggerMs: num('OVERLOAD_RECOVERY_TRIGGER_MS', 10_000),
+    recoveryAfterMs: num('OVERLOAD_RECOVERY_AFTER_MS', 10_000),
+    retry: { retries: Math.min(250, Math.round(num('OVERLOAD_RETRIES', 3))), delayMs: num('OVERLOAD_RETRY_DELAY_MS', 0), on: enumList('OVERLOAD_RETRY_ON', '503,timeout,error', ['503', 'timeout', 'error'] as const) },
     out: env.OVERLOAD_OUT ?? new Date().toISOString().replace(/[:.]/g, '-'),
     chart: env.OVERLOAD_CHART === undefined || env.OVERLOAD_CHART === '' ? undefined : env.OVERLOAD_CHART === '1' ? 'bench/overload/chart.svg' : env.OVERLOAD_CHART
   }

@@ -24,7 +24,9 @@
 // Closed loop (`mode: 'closed'`, the capacity probe): `concurrency` loops, each issuing its next
 // request when the last one ends.
 import net from 'node:net'
+import { ERROR, PENDING, perSecond, type Second, TIMEOUT } from './seconds.js'
 import { quantile } from './stats.js'
+import { type UndiciClient, undiciClient } from './undici-client.js'
 
 interface BaseSpec {
   port: number
@@ -38,7 +40,19 @@ interface BaseSpec {
   reconnect?: boolean
   /** Connects in flight at most (bounded connect rate) [256]. */
   maxConnecting?: number
+  /** The client: the generator's own raw sockets [raw], or an undici Pool of `sockets` connections, one request at a time on each. */
+  client?: ClientName
+  /** Clients that retry (the recovery benchmark); absent: none does. */
+  retry?: RetrySpec
 }
+export type ClientName = 'raw' | 'undici'
+/**
+ * Retries as default clients make them: up to `retries` more attempts of a request that was answered
+ * 503, timed out or broke (per `on`), each `delayMs` after the last one ended, no jitter, no budget.
+ * Every attempt carries `Retry-Attempt: <n>` (1: the first), the header the companion client sets;
+ * each attempt has its own deadline, from its own due time. Retries due after the window are not sent.
+ */
+export interface RetrySpec { retries: number, delayMs: number, on: Array<'503' | 'timeout' | 'error'> }
 /** From `atMs` after the measured window's start, the open loop's main stream runs at `rate` req/s (before the first phase: `rate`). */
 export interface Phase { atMs: number, rate: number }
 /**
@@ -94,6 +108,10 @@ export interface LoadResult {
   /** Connections that failed to connect or broke while a request was on them. */
   connectErrors: number
   bins: Bin[]
+  /** With retries: per second of the window, by due time, first attempts and retries together. */
+  seconds?: Second[]
+  /** With retries: first attempts in the window, and attempts (requests sent) in it. */
+  firstAttempts?: number
   /** With a mix: the main stream's and the mixed-in stream's own numbers. */
   streams?: { main: StreamResult, mixed: StreamResult }
   /** With phases: each stretch of the window at one rate (before the first phase, then each phase), by scheduled time. */
@@ -122,10 +140,6 @@ export interface StreamResult {
   shed: number
   timeouts: number
 }
-
-const PENDING = 0
-const TIMEOUT = -1
-const ERROR = -2
 
 interface Conn {
   socket: net.Socket
@@ -182,7 +196,15 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       }
       schedule = Float64Array.from(times)
     }
-    const cap = schedule !== undefined ? schedule.length : 1_000_000
+    const retry = spec.retry
+    // Every first attempt may be retried `retries` times: room for all of them.
+    const cap = schedule !== undefined ? schedule.length * (1 + (retry?.retries ?? 0)) : 1_000_000
+    const attempt = new Uint8Array(cap)
+    /** Retries waiting for their time: [due, attempt number], in due order (a fixed delay after ends that only grow). */
+    const retryQueue: Array<[number, number]> = []
+    let retryHead = 0
+    let nextFirst = 0
+    const undici = spec.client === 'undici'
     const sched = new Float64Array(cap)
     const issuedAt = new Float64Array(cap)
     const ended = new Float64Array(cap)
@@ -193,6 +215,12 @@ function run (spec: LoadSpec): Promise<LoadResult> {
     const paths = mix === undefined ? undefined : { main: mix.mainPath, mixed: mix.path }
     const requestBytes = (path: string): Buffer => Buffer.from(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${spec.port}\r\n${spec.reconnect === true ? 'Connection: close\r\n' : ''}\r\n`, 'latin1')
     const bytes = { root: requestBytes('/'), main: requestBytes(paths?.main ?? '/'), mixed: requestBytes(paths?.mixed ?? '/') }
+    // With retries, every attempt says which it is (the attempt header); without, the bytes stay as they were.
+    const attemptBytes = retry === undefined ? [] : Array.from({ length: retry.retries + 2 }, (_, n) => Buffer.from(bytes.root.toString('latin1').replace('\r\n\r\n', `\r\nRetry-Attempt: ${n}\r\n\r\n`), 'latin1'))
+    const pathOf = (i: number): string => (mix === undefined ? '/' : mixed(i) ? mix.path : mix.mainPath)
+    const client: UndiciClient | undefined = undici
+      ? undiciClient(spec.port, spec.sockets, (i, code) => { settle(i, code === undefined ? ERROR : performance.now() - sched[i]! > spec.deadlineMs ? TIMEOUT : code, performance.now()) })
+      : undefined
     const maxConnecting = Math.max(1, spec.maxConnecting ?? 256)
     const free: Conn[] = []
     const fifo: number[] = []
@@ -217,6 +245,11 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       if (gotSocket[i] === 0) queuedLive--
       connOf[i] = undefined
       pending--
+      const reason = code === 503 ? '503' : code === TIMEOUT ? 'timeout' : code === ERROR ? 'error' : undefined
+      if (retry !== undefined && reason !== undefined && attempt[i]! <= retry.retries && retry.on.includes(reason)) {
+        const due = now + retry.delayMs
+        if (due < windowEnd) retryQueue.push([due, attempt[i]! + 1])
+      }
       if (spec.mode === 'closed' && !stopped) {
         if (now < windowEnd) issue(issued++, performance.now())
       }
@@ -242,7 +275,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       connOf[i] = c
       gotSocket[i] = 1
       wait[i] = performance.now() - issuedAt[i]!
-      c.socket.write(mix === undefined ? bytes.root : mixed(i) ? bytes.mixed : bytes.main)
+      c.socket.write(retry !== undefined ? attemptBytes[attempt[i]!]! : mix === undefined ? bytes.root : mixed(i) ? bytes.mixed : bytes.main)
     }
 
     /** The next live request waiting in the FIFO, or -1. */
@@ -318,6 +351,11 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       issuedAt[i] = now
       if (spec.mode === 'closed') sched[i] = now
       pending++
+      if (client !== undefined) {
+        gotSocket[i] = 2
+        client.send(i, pathOf(i), retry === undefined ? undefined : { 'retry-attempt': String(attempt[i]) })
+        return
+      }
       if (spec.reconnect !== true) {
         while (free.length > 0) {
           const c = free.pop()!
@@ -331,11 +369,14 @@ function run (spec: LoadSpec): Promise<LoadResult> {
 
     const sweep = (now: number): void => {
       // Deadlines are in issue order (scheduled times only grow), so expired requests are at the front.
+      // (A retry is due when it is issued, a first attempt up to the generator's lag earlier: a retry's
+      // timeout may wait that long for the first attempts issued just after it.)
       while (head < issued && (status[head] !== PENDING || sched[head]! + spec.deadlineMs <= now)) {
         if (status[head] === PENDING) {
           const c = connOf[head]
           settle(head, TIMEOUT, now)
           if (c !== undefined) kill(c)
+          client?.abort(head)
         }
         head++
       }
@@ -347,17 +388,26 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       if (!startedSent && now >= windowStart) { startedSent = true; process.send?.({ started: performance.timeOrigin + windowStart }) }
       if (schedule !== undefined) {
         if (!stopped) {
-          while (issued < cap && schedule[issued]! <= now) { sched[issued] = schedule[issued]!; issue(issued++, performance.now()) }
+          while (nextFirst < schedule.length && schedule[nextFirst]! <= now) { sched[issued] = schedule[nextFirst++]!; attempt[issued] = 1; issue(issued++, performance.now()) }
           // Stop once every request scheduled before the window's end is out, however late the generator is.
-          if (issued >= cap) stopped = true
+          if (nextFirst >= schedule.length) stopped = true
+        }
+        while (retryHead < retryQueue.length && retryQueue[retryHead]![0] <= now && issued < cap) {
+          const [due, n] = retryQueue[retryHead++]!
+          sched[issued] = due
+          attempt[issued] = n
+          issue(issued++, performance.now())
         }
       } else if (now >= windowEnd) {
         stopped = true
       }
       sweep(now)
-      if (!stopped || pending > 0) { setTimeout(tick, 1); return }
+      if (client !== undefined && client.connected() > maxOpen) maxOpen = client.connected()
+      if (!stopped || pending > 0 || retryHead < retryQueue.length) { setTimeout(tick, 1); return }
       for (const c of all) c.socket.destroy()
-      resolve(summarize())
+      const result = summarize()
+      if (client === undefined) resolve(result)
+      else void client.close().then(() => { resolve(result) }, () => { resolve(result) })
     }
 
     const stream = (second: boolean): StreamResult => {
@@ -417,6 +467,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
       let otherStatus = 0
       let queued = 0
       let issuedInWindow = 0
+      let firstAttempts = 0
       for (let i = 0; i < issued; i++) {
         if (issuedAt[i]! >= windowStart && issuedAt[i]! < windowEnd) issuedInWindow++
         if (!inWindow(i)) continue
@@ -426,6 +477,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         const bin = Math.max(0, Math.min(nBins - 1, Math.floor((binTime - windowStart) / spec.binMs)))
         lag.push(issuedAt[i]! - sched[i]!)
         if (gotSocket[i] === 1) { queueWait.push(wait[i]!); if (wait[i]! > 1) queued++ }
+        if (attempt[i] === 1) firstAttempts++
         const s = status[i]!
         if (s === 200) { ok.push(latency); binOk[bin]!.push(latency) } else if (s === 503) { shed.push(latency); binShed[bin]!++ } else if (s === TIMEOUT) {
           timeouts++; binTimeouts[bin]!++
@@ -451,7 +503,8 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         lagP50: quantile(lag, 0.5),
         lagP99: quantile(lag, 0.99),
         lagMax: lag.length === 0 ? Number.NaN : lag.reduce((m, x) => (x > m ? x : m), -Infinity),
-        queuedShare: requests === 0 ? 0 : queued / requests,
+        // undici's queue is its own: the wait for a connection is not seen (NaN, not 0).
+        queuedShare: undici ? Number.NaN : requests === 0 ? 0 : queued / requests,
         queueWaitP99: quantile(queueWait, 0.99),
         connections,
         sockets: spec.sockets,
@@ -459,6 +512,7 @@ function run (spec: LoadSpec): Promise<LoadResult> {
         connectErrors,
         ...(mix === undefined ? {} : { streams: { main: stream(false), mixed: stream(true) } }),
         ...(spec.mode === 'open' && spec.phases !== undefined ? { segments: segments(spec.phases) } : {}),
+        ...(retry === undefined ? {} : { seconds: perSecond({ count: issued, due: sched, ended, status, attempt }, windowStart, Math.ceil(spec.measureMs / 1000)), firstAttempts }),
         bins: binOk.map((o, b) => ({ goodput: o.length / (spec.binMs / 1000), okP99: quantile(o, 0.99), shed: binShed[b]!, timeouts: binTimeouts[b]! })),
         cpu: process.cpuUsage()
       }

@@ -18,7 +18,8 @@ import { killAll } from '../child.js'
 import { type CellRun, runCell } from './cell.js'
 import { chart, type ChartInput } from './chart.js'
 import { type OverloadConfig, readConfig, socketsFor } from './config.js'
-import type { CellSpec, OpenSpec } from './load.js'
+import type { CellSpec, ClientName, OpenSpec } from './load.js'
+import { recoveryTables, runRecovery, type RecoveryRecord } from './recovery.js'
 import { type CellRecord, matrixTable, type PriorityRecord, priorityTable, type SpikeRecord, spikeTable, type StepRecord, stepTable } from './report.js'
 import type { ServerSettings } from './server.js'
 import { spread } from './stats.js'
@@ -37,11 +38,20 @@ function settingsFor (config: OverloadConfig, model: ModelName, goodMaxInFlight:
   return { model, cpuMs: config.cpuMs, poolSize: config.poolSize, opMs: config.opMs, goodMaxInFlight }
 }
 
-function openSpec (config: OverloadConfig, rate: number, capacity: number, reconnect = false): Omit<OpenSpec, 'port'> {
-  return { mode: 'open', rate, warmupMs: config.warmupMs, measureMs: config.measureMs, deadlineMs: config.deadlineMs, sockets: socketsFor(config, capacity), maxConnecting: config.maxConnecting, reconnect, binMs: 1000 }
+function openSpec (config: OverloadConfig, rate: number, capacity: number, reconnect = false, client: ClientName = 'raw'): Omit<OpenSpec, 'port'> {
+  return { mode: 'open', rate, warmupMs: config.warmupMs, measureMs: config.measureMs, deadlineMs: config.deadlineMs, sockets: socketsFor(config, capacity, client), maxConnecting: config.maxConnecting, reconnect, binMs: 1000, client }
 }
 
 const RECONNECT = ' +reconnect'
+/** The rows driven by undici read "<variant> [undici]" (keep-alive only: a fresh connection per request is the raw client's storm). */
+const UNDICI = ' [undici]'
+
+/** A matrix row's variant, client and connections, from its label. */
+function rowOf (label: string): { variant: string, client: ClientName, reconnect: boolean } {
+  if (label.endsWith(UNDICI)) return { variant: label.slice(0, -UNDICI.length), client: 'undici', reconnect: false }
+  if (label.endsWith(RECONNECT)) return { variant: label.slice(0, -RECONNECT.length), client: 'raw', reconnect: true }
+  return { variant: label, client: 'raw', reconnect: false }
+}
 
 function record (run: CellRun, meta: { repeat: number, model: ModelName, variant: string, load: number, rate: number, capacity: number }, config: OverloadConfig): CellRecord {
   const r = run.result
@@ -109,6 +119,7 @@ async function main (): Promise<void> {
   const models = [...config.models]
   if ((needStep || needPriorities) && !models.includes('downstream')) models.push('downstream')
   if (needSpike && !models.includes(config.spikeModel)) models.push(config.spikeModel)
+  if (config.recovery !== 'off') for (const m of config.recoveryModels) if (!models.includes(m)) models.push(m)
 
   for (const model of models) {
     const c = await capacity(config, model)
@@ -121,7 +132,7 @@ async function main (): Promise<void> {
   for (const model of models) {
     const C = capacities[model]!
     if (config.good[model] !== undefined) { good[model] = config.good[model]; goodFrom[model] = 'OVERLOAD_GOOD'; continue }
-    if (!variants.includes(SWEPT_VARIANT)) continue
+    if (!variants.includes(SWEPT_VARIANT) && !(config.recovery !== 'off' && config.recoveryVariants.includes(SWEPT_VARIANT))) continue
     const candidates = config.sweep[model]
     for (const m of candidates) {
       const rate = config.sweepLoad * C
@@ -148,7 +159,10 @@ async function main (): Promise<void> {
   // The matrix, interleaved: each (model, load) cell runs every variant, the order rotated by one each time.
   let rotation = 0
   // The matrix's rows: each variant on keep-alive connections and/or on a fresh connection per request.
-  const rows = [...(config.reconnect === 'only' ? [] : variants), ...(config.reconnect === 'off' ? [] : variants.map((v) => v + RECONNECT))]
+  const raw = config.clients.includes('raw')
+  const rows = config.recovery === 'only'
+    ? []
+    : [...(!raw || config.reconnect === 'only' ? [] : variants), ...(!raw || config.reconnect === 'off' ? [] : variants.map((v) => v + RECONNECT)), ...(config.clients.includes('undici') ? variants.map((v) => v + UNDICI) : [])]
   const total = config.repeats * config.models.length * config.loads.length * rows.length
   let done = 0
   for (let repeat = 1; repeat <= config.repeats; repeat++) {
@@ -159,8 +173,8 @@ async function main (): Promise<void> {
         rotation++
         for (const variant of order) {
           const rate = load * C
-          const reconnect = variant.endsWith(RECONNECT)
-          const run = await runCell(reconnect ? variant.slice(0, -RECONNECT.length) : variant, settingsFor(config, model, goodFor(model)), openSpec(config, rate, C, reconnect))
+          const row = rowOf(variant)
+          const run = await runCell(row.variant, settingsFor(config, model, goodFor(model)), openSpec(config, rate, C, row.reconnect, row.client))
           const rec = record(run, { repeat, model, variant, load, rate, capacity: C }, config)
           records.push(rec)
           done++
@@ -169,6 +183,9 @@ async function main (): Promise<void> {
       }
     }
   }
+
+  // Recovery: retrying clients against a trigger that ends (recovery.ts).
+  const recoveries: RecoveryRecord[] = config.recovery === 'off' ? [] : await runRecovery(config, capacities, (model) => settingsFor(config, model, goodFor(model)), log)
 
   // The step: 0.8 C on the downstream model; the downstream slows `stepFactor`× for stepSlowMs, then recovers.
   if (needStep) {
@@ -281,7 +298,7 @@ async function main (): Promise<void> {
     print()
     print(matrixTable(rs, model, rs.map((r) => r.variant), [config.sweepLoad], 1))
   }
-  for (const model of config.models) {
+  for (const model of rows.length === 0 ? [] : config.models) {
     print()
     print(`## ${model} (C = ${capacities[model]!.toFixed(0)} req/s)`)
     print()
@@ -294,6 +311,12 @@ async function main (): Promise<void> {
     print('Per second of the measured window (requests binned by their scheduled second): goodput / C and p99 of the 200s.')
     print()
     print(stepTable(steps))
+  }
+  if (recoveries.length > 0) {
+    print()
+    print(`## Recovery: clients that retry (${config.retry.retries} retries, ${config.retry.delayMs} ms after an attempt ends, on ${config.retry.on.join(', ')}, no jitter, \`Retry-Attempt: n\` on every attempt)`)
+    print()
+    print(recoveryTables(recoveries, config))
   }
   if (spikes.length > 0) {
     const C = capacities[config.spikeModel]!
@@ -317,7 +340,7 @@ async function main (): Promise<void> {
   writeFileSync(new URL(out, `file://${root}`), JSON.stringify({
     started: started.toISOString(), finished: finished.toISOString(), runSeconds, commit, dirty, node: process.version, cpu: cpus()[0]?.model,
     config, variants: VARIANTS.filter((v) => variants.includes(v.name)).map((v) => ({ name: v.name, description: v.description })),
-    capacity: capacities, probes, good, goodFrom, sweep: sweepRecords, cells: records, steps, spikes, priorities: priorityRecords, chart: chartInput,
+    capacity: capacities, probes, good, goodFrom, sweep: sweepRecords, cells: records, recoveries, steps, spikes, priorities: priorityRecords, chart: chartInput,
     sockets: Object.fromEntries(models.map((m) => [m, socketsFor(config, capacities[m]!)]))
   }, null, 2) + '\n')
   if (config.chart !== undefined) writeFileSync(new URL(config.chart, `file://${root}`), chart(chartInput))
