@@ -80,6 +80,19 @@ t.test("onBackendError 'allow' admits on any failure, counted as admitted and un
   t.same([withPk.statusCode, withPk.headers['ratelimit-policy'], withPk.headers.ratelimit], [200, '"default";q=5;w=30', undefined], 'with a partitionKey: no RateLimit to put a pk on')
 })
 
+t.test("a full memory backend under a stack, onBackendError 'allow': the policies, no guessed RateLimit", async (t) => {
+  const { app } = await appWith(t, {
+    backend: memoryBackend({ maxIdentities: 1 }),
+    onBackendError: 'allow',
+    key: (request) => String(request.headers['x-client']),
+    rateLimit: [{ limit: 10, windowMs: 60_000, name: 'minute' }, { limit: 100, windowMs: 3_600_000, name: 'hour' }]
+  })
+  const first = await app.inject({ url: '/x', headers: { 'x-client': 'a' } })
+  t.equal(first.headers.ratelimit, '"minute";r=9;t=6, "hour";r=99;t=36', 'the one client the backend holds: its numbers')
+  const second = await app.inject({ url: '/x', headers: { 'x-client': 'b' } })
+  t.same([second.statusCode, second.headers['ratelimit-policy'], second.headers.ratelimit], [200, first.headers['ratelimit-policy'], undefined], 'a client the full backend cannot hold: admitted, the policies alone')
+})
+
 t.test('a route chooses its own onBackendError (as @fastify/rate-limit\'s skipOnError per route)', async (t) => {
   for (const plugin of ['deny', 'allow'] as const) {
     const other = plugin === 'deny' ? 'allow' : 'deny'
