@@ -404,11 +404,13 @@ export function headersLaterStep (gate: RouteGate): Step {
   const quota = gate.quota
   const start = gate.rateLimitStart
   return named('headersLater', function (permit) {
-    const reply = permit.reply.header('ratelimit-policy', policy)
-    if (permit.backendFailed) return true
+    if (permit.backendFailed) {
+      setFields(permit.reply, policy, undefined)
+      return true
+    }
     const decision = permit.decision!
     const retry = decision.allowed ? undefined : retrySeconds(decision.retryAfterMs)
-    reply.header('ratelimit', rateLimitHeader(decision.remaining, quota, moreAtOf(decision), Date.now(), start, retry))
+    setFields(permit.reply, policy, rateLimitHeader(decision.remaining, quota, moreAtOf(decision), Date.now(), start, retry))
     return true
   })
 }
@@ -427,15 +429,17 @@ export function stackHeadersLaterStep (gate: RouteGate): Step {
   const policy = gate.policyHeader!
   const { starts, quotas } = gate.stacked!
   return named('stackHeadersLater', function (permit) {
-    const reply = permit.reply.header('ratelimit-policy', policy)
-    if (permit.backendFailed) return true
+    if (permit.backendFailed) {
+      setFields(permit.reply, policy, undefined)
+      return true
+    }
     const decision = permit.decision as RateDecision & StackDecision
     const outcomes = decision.policies
     const remaining = outcomes.map((p) => p.remaining)
     const moreAt = outcomes.map(moreAtOf)
     const refused = outcomes.map((p) => !p.allowed)
     const retry = decision.allowed ? undefined : retrySeconds(decision.retryAfterMs)
-    reply.header('ratelimit', rateLimitList(starts, quotas, remaining, moreAt, Date.now(), refused, retry))
+    setFields(permit.reply, policy, rateLimitList(starts, quotas, remaining, moreAt, Date.now(), refused, retry))
     return true
   })
 }
