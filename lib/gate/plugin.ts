@@ -4,6 +4,7 @@ import { memoryBackend } from '../backends/memory/memory-backend.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 import { newCounters, type GateCounters, type RetryCounters } from '../metrics/counters.js'
 import { Pressure } from '../pressure/pressure.js'
+import type { DelayProbe } from '../pressure/delay-probe.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
@@ -81,9 +82,9 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   // A stopped backend, one whose quota here already has another policy, or a custom backend whose limiter is not one.
   const shared = openLimits(quotas, '*', settings.rateLimit, false, 'rateLimit')
   const global = newCounters()
-  const { slots, sampler, longLived } = inFlightGate(fastify, settings, backend, address, global)
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
+  const { slots, sampler, longLived } = inFlightGate(fastify, settings, backend, address, global, pressure?.probe)
   const retries: RetryCounters | undefined = settings.retries === undefined ? undefined : { admitted: 0, shed: 0 }
   const planner = new Planner({
     outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries },
@@ -143,12 +144,13 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
  * share caps either (the fleet's limit itself, without the adaptive one). And the long-lived
  * connections' count, beside them.
  */
-function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: RatesBackend, address: string, global: GateCounters): { slots: Slots, sampler: AdaptiveSampler | undefined, longLived: LongLivedConnections } {
+function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: RatesBackend, address: string, global: GateCounters, loop: DelayProbe | undefined): { slots: Slots, sampler: AdaptiveSampler | undefined, longLived: LongLivedConnections } {
   const inFlight = settings.maxInFlight
   const fleet = isFleet(inFlight) ? inFlight : undefined
   const own = isFleet(inFlight) ? inFlight.adaptive ?? inFlight.fleet : inFlight
   const slots = new Slots(global, typeof own === 'number' ? own : 0, inFlight === false ? 0 : settings.criticalReserve, settings.retries?.reserve)
-  const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit) : undefined
+  // Beside the queue-delay probe, a request that waited for a busy loop is no sample of the downstream's latency.
+  const sampler = typeof own === 'object' ? new AdaptiveSampler(slots, own.limit, undefined, loop === undefined ? undefined : () => loop.standing) : undefined
   const share = fleet === undefined ? undefined : new FleetShare(fleetMember(backend, address, fleet), fleet, slots, fastify.log)
   if (share !== undefined) fastify.addHook('onReady', () => share.start())
   fastify.addHook('onClose', (_instance, closed) => {

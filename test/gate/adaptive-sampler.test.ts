@@ -2,7 +2,7 @@ import t from 'tap'
 import { mock } from 'node:test'
 import { adaptiveLimitOptions } from '../../lib/core/adaptive/limit.js'
 import { AdaptiveSampler, WINDOW_MIN_MS, WINDOW_MIN_SAMPLES } from '../../lib/gate/release/adaptive-sampler.js'
-import { Slots } from '../../lib/gate/release/slots.js'
+import { HELD_SLOT, Slots } from '../../lib/gate/release/slots.js'
 import { newCounters } from '../../lib/metrics/counters.js'
 
 // The adaptive gate's glue with its clock passed in and Node's mock timers: the sample windows,
@@ -165,3 +165,28 @@ t.test('a hang is no idleness: with the gate full and nothing completing, the li
   t.equal(g.slots.limit, Math.max(10, limit), 'never below the limit learnt')
 })
 
+
+t.test('beside the queue-delay probe, requests that end while the loop has a standing queue are no samples', async (t) => {
+  const clock = { now: 0 }
+  const global = newCounters()
+  const slots = new Slots(global, 0, 0.1)
+  const loop = { standing: true }
+  const permits = new AdaptiveSampler(slots, adaptiveLimitOptions({ initial: 10, probeIntervalMs: 100 }), () => clock.now, () => loop.standing)
+  // A permit that held a global slot and was answered 200 after `rtt` ms.
+  const ended = (rtt: number): void => {
+    clock.now += rtt
+    permits.ended({ held: HELD_SLOT, reply: { statusCode: 200, elapsedTime: rtt } } as unknown as Parameters<AdaptiveSampler['ended']>[0], 'responded')
+  }
+  global.inFlight = 10
+  for (let i = 0; i < 20; i++) ended(10)
+  t.equal(permits.adaptive.baseline, 0, 'the loop queued: no window closed')
+  t.equal(slots.limit, 10, 'the limit is where it started')
+  loop.standing = false
+  for (let i = 0; i < WINDOW_MIN_SAMPLES; i++) ended(10)
+  t.equal(permits.adaptive.baseline, 10, 'the loop free: a window of samples')
+  loop.standing = true
+  for (let i = 0; i < 40; i++) ended(80)
+  t.equal(permits.adaptive.fast, 10, 'a busy loop\'s slow answers do not move the fast RTT')
+  t.equal(slots.limit, permits.adaptive.limit, 'nor the limit')
+  t.ok(slots.limit >= 10, `limit ${slots.limit}: not cut`)
+})

@@ -33,6 +33,13 @@ export type Clock = () => number
  * when a window closes and none is set, or when the next change comes sooner (a probe started);
  * a deadline that moved later (the limit was used meanwhile) is found when the timer fires, which
  * sets it again. So a busy server wakes about once per idleMs, and an idle one, once fresh, never.
+ *
+ * With the queue-delay probe beside it (`'auto'`), a permit that ends while the event loop has a
+ * standing queue (`loopQueued`) is no sample: its elapsed time holds its wait for the loop (to be
+ * read, to have its timers and its response's write run), which the in-flight limit cannot shorten
+ * — fewer requests in flight downstream leave the loop as busy — and which the queue-delay cut
+ * sheds for. Read as downstream queueing, it would cut the limit below what the downstream serves
+ * (a connection storm at start-up took it from 40 to 13 under a 16-connection pool).
  */
 export class AdaptiveSampler {
   private state: AdaptiveLimit
@@ -47,7 +54,9 @@ export class AdaptiveSampler {
   private windowSum: number
   private windowInFlight: number
 
-  constructor (slots: Slots, options: AdaptiveLimitOptions, clock: Clock = () => performance.now()) {
+  constructor (slots: Slots, options: AdaptiveLimitOptions, clock: Clock = () => performance.now(), loopQueued?: () => boolean) {
+    const sampled = this.sampled
+    this.ended = loopQueued === undefined ? sampled : (permit, how) => { if (!loopQueued()) sampled(permit, how) }
     this.state = newAdaptiveLimit(options, clock())
     this.options = options
     this.slots = slots
@@ -67,8 +76,10 @@ export class AdaptiveSampler {
     return this.state
   }
 
-  /** A permit's end: a sample when it ended as a completed request. */
-  readonly ended = (permit: SlotHolder, how: PermitEnd): void => {
+  /** A permit's end: a sample when it ended as a completed request (and the loop had no standing queue, when asked). */
+  readonly ended: (permit: SlotHolder, how: PermitEnd) => void
+
+  private readonly sampled = (permit: SlotHolder, how: PermitEnd): void => {
     if (how === 'responded' && (permit.held & HELD_SLOT) !== 0 && permit.reply.statusCode < 500) this.sample(permit.reply.elapsedTime)
   }
 
