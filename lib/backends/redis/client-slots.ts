@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto'
+import { createHash, randomBytes } from 'node:crypto'
 import type { ClientSlotBook } from '../../rates/backend.js'
 import type { QuotaBackend } from './quota-backend.js'
 
@@ -34,6 +34,14 @@ return 1`
 const RELEASE_LUA = `redis.call('ZREM', KEYS[1], ARGV[1])
 return 1`
 
+/**
+ * A take comes with every request on a route with `clientInFlight`: sent by SHA (`EVALSHA`), as
+ * decisions are. A release goes by its source (`EVAL`): a script the server does not know yet costs
+ * a `NOSCRIPT` round trip before its source follows, and a release must reach the server before any
+ * take this process sends after it — the same client's next request must find its slot free.
+ */
+const TAKE_SHA = createHash('sha1').update(TAKE_LUA).digest('hex')
+
 /** A release or renewal that fails is left to the TTL: its slot lapses, it never admits more. */
 const ignore = (): undefined => undefined
 
@@ -60,7 +68,7 @@ export class RedisClientSlots implements ClientSlotBook {
 
   async take (key: string, limit: number): Promise<boolean> {
     const member = `${this.process}:${this.next++}`
-    const taken = await this.backend.runOnce(TAKE_LUA, this.keyOf(key), [member, String(limit), String(CLIENT_SLOT_TTL_MS)])
+    const taken = await this.backend.runScript(TAKE_SHA, TAKE_LUA, this.keyOf(key), [member, String(limit), String(CLIENT_SLOT_TTL_MS)])
     if (taken !== 1) return false
     const members = this.held.get(key)
     if (members === undefined) this.held.set(key, [member])

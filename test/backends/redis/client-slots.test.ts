@@ -20,7 +20,8 @@ function scripted (answer: (script: string, args: string[]) => Promise<unknown>)
   const calls: string[][] = []
   return {
     calls,
-    evalsha: () => Promise.reject(new Error('no EVALSHA here')),
+    // The scripts are sent by SHA first: a server that does not know them yet says NOSCRIPT, and the source follows.
+    evalsha: () => Promise.reject(new Error('NOSCRIPT No matching script. Please use EVAL.')),
     eval (script: string, _numKeys: number, ...rest: string[]) {
       calls.push([script.includes("'ZCARD'") ? 'take' : script.includes("'XX'") ? 'renew' : 'release', ...rest])
       return answer(script, rest)
