@@ -22,7 +22,7 @@ export interface AdmissionRetryInterceptor {
 export function admissionRetry (options?: AdmissionRetryOptions): AdmissionRetryInterceptor {
   const settings = settingsOf(options)
   const stats = newStats()
-  const origins = new Origins()
+  const origins = new Origins(settings.budget, settings.now)
   let warned = false
   const tell = (event: RetryEvent): void => {
     if (settings.onRetry === undefined) return
