@@ -78,6 +78,12 @@ export async function runRecovery (
   return records
 }
 
+/** First attempts' share of the 200s over `seconds` (weighted by each second's 200s). */
+function firstShare (seconds: readonly Second[]): number {
+  const ok = seconds.reduce((a, s) => a + s.goodput, 0)
+  return ok === 0 ? Number.NaN : seconds.reduce((a, s) => a + (Number.isNaN(s.firstOk) ? 0 : s.firstOk * s.goodput), 0) / ok
+}
+
 const f2 = (x: number): string => (Number.isNaN(x) ? '–' : x.toFixed(2))
 const ms = (x: number): string => (Number.isNaN(x) ? '–' : x >= 100 ? x.toFixed(0) : x.toFixed(1))
 const pct = (x: number): string => (Number.isNaN(x) ? '–' : `${(x * 100).toFixed(0)} %`)
@@ -122,8 +128,8 @@ export function recoveryTables (records: readonly RecoveryRecord[], config: Over
       out.push('')
       out.push(`Back to ≥ ${f2(threshold)} C (${RECOVERED_SHARE} × the ${config.recoveryBase} C offered) and staying there, counted from the trigger's end; target with admission-auto: within 2 s.`)
       out.push('')
-      out.push('| variant | back after | target (≤ 2 s) | goodput / C in the trigger | retries\' share in the trigger | retries\' share after | wasted work | gen lag p99 (ms) | other CPU (cores) |')
-      out.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- |')
+      out.push('| variant | back after | target (≤ 2 s) | goodput / C in the trigger | retries\' share in the trigger | first attempts\' share of the 200s in the trigger | retries\' share after | wasted work | gen lag p99 (ms) | other CPU (cores) |')
+      out.push('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |')
       for (const v of variants) {
         const vr = rs.filter((r) => r.variant === v)
         const backs = vr.map((r) => recoveredAfter(r.seconds.map((x) => x.goodput / C), beforeS + triggerS, threshold))
@@ -132,7 +138,7 @@ export function recoveryTables (records: readonly RecoveryRecord[], config: Over
           return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length
         }
         const met = backs.every((b) => !Number.isNaN(b) && b <= 2)
-        out.push(`| ${v} | ${backText(backs)} | ${met ? 'met' : 'missed'} | ${f2(spread(vr.map((r) => mean(r, beforeS, beforeS + triggerS, (x) => x.goodput / C))).median)} | ${pct(spread(vr.map((r) => mean(r, beforeS, beforeS + triggerS, (x) => x.retryShare))).median)} | ${pct(spread(vr.map((r) => mean(r, beforeS + triggerS, n, (x) => x.retryShare))).median)} | ${pct(spread(vr.map((r) => r.wastedShare)).median)} | ${ms(spread(vr.map((r) => r.lagP99)).median)} | ${f2(spread(vr.map((r) => r.noise)).median)} |`)
+        out.push(`| ${v} | ${backText(backs)} | ${met ? 'met' : 'missed'} | ${f2(spread(vr.map((r) => mean(r, beforeS, beforeS + triggerS, (x) => x.goodput / C))).median)} | ${pct(spread(vr.map((r) => mean(r, beforeS, beforeS + triggerS, (x) => x.retryShare))).median)} | ${pct(spread(vr.map((r) => firstShare(r.seconds.slice(beforeS, beforeS + triggerS)))).median)} | ${pct(spread(vr.map((r) => mean(r, beforeS + triggerS, n, (x) => x.retryShare))).median)} | ${pct(spread(vr.map((r) => r.wastedShare)).median)} | ${ms(spread(vr.map((r) => r.lagP99)).median)} | ${f2(spread(vr.map((r) => r.noise)).median)} |`)
       }
       out.push('')
     }

@@ -28,6 +28,8 @@ export interface Second {
   retryShare: number
   /** 200s within the deadline among them, per second. */
   goodput: number
+  /** First attempts' share of those 200s (the rest were retries the server admitted). */
+  firstOk: number
   /** p99 latency of those 200s, from their due time, ms. */
   okP99: number
   /** Shares of the attempts answered 503, and timed out or broken. */
@@ -40,6 +42,7 @@ export function perSecond (a: Attempts, start: number, seconds: number): Second[
   const ok: number[][] = Array.from({ length: seconds }, () => [])
   const sent = new Array<number>(seconds).fill(0)
   const retries = new Array<number>(seconds).fill(0)
+  const firstOk = new Array<number>(seconds).fill(0)
   const shed = new Array<number>(seconds).fill(0)
   const timeouts = new Array<number>(seconds).fill(0)
   for (let i = 0; i < a.count; i++) {
@@ -48,12 +51,15 @@ export function perSecond (a: Attempts, start: number, seconds: number): Second[
     sent[s]!++
     if (a.attempt[i]! > 1) retries[s]!++
     const code = a.status[i]!
-    if (code === 200) ok[s]!.push(a.ended[i]! - a.due[i]!)
+    if (code === 200) {
+      ok[s]!.push(a.ended[i]! - a.due[i]!)
+      if (a.attempt[i] === 1) firstOk[s]!++
+    }
     else if (code === 503) shed[s]!++
     else if (code === TIMEOUT || code === ERROR) timeouts[s]!++
   }
   const share = (x: number, n: number): number => (n === 0 ? Number.NaN : x / n)
-  return sent.map((n, s) => ({ sent: n, retryShare: share(retries[s]!, n), goodput: ok[s]!.length, okP99: quantile(ok[s]!, 0.99), shed: share(shed[s]!, n), timeouts: share(timeouts[s]!, n) }))
+  return sent.map((n, s) => ({ sent: n, retryShare: share(retries[s]!, n), goodput: ok[s]!.length, firstOk: share(firstOk[s]!, ok[s]!.length), okP99: quantile(ok[s]!, 0.99), shed: share(shed[s]!, n), timeouts: share(timeouts[s]!, n) }))
 }
 
 /**

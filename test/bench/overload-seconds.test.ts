@@ -3,7 +3,7 @@
 import t from 'tap'
 import { ERROR, perSecond, recoveredAfter, TIMEOUT } from '../../bench/overload/seconds.js'
 
-t.test('perSecond bins attempts by due time: goodput, the retries\' share, p99 of the 200s, 503s and timeouts', async (t) => {
+t.test('perSecond bins attempts by due time: goodput, the retries\' share, first attempts\' share of the 200s, p99 of the 200s, 503s and timeouts', async (t) => {
   // Second 0: a first attempt served in 10 ms, one shed, its retry served in 30 ms.
   // Second 1: a first attempt that timed out, its retry broken. Before and after the window: left out.
   const attempts = {
@@ -14,9 +14,9 @@ t.test('perSecond bins attempts by due time: goodput, the retries\' share, p99 o
     attempt: [1, 1, 2, 1, 2, 1, 1]
   }
   const [s0, s1, s2] = perSecond(attempts, 1000, 3)
-  t.same(s0, { sent: 3, retryShare: 1 / 3, goodput: 2, okP99: 30, shed: 1 / 3, timeouts: 0 })
-  t.same(s1, { sent: 1, retryShare: 0, goodput: 0, okP99: Number.NaN, shed: 0, timeouts: 1 })
-  t.same(s2, { sent: 1, retryShare: 1, goodput: 0, okP99: Number.NaN, shed: 0, timeouts: 1 })
+  t.same(s0, { sent: 3, retryShare: 1 / 3, goodput: 2, firstOk: 1 / 2, okP99: 30, shed: 1 / 3, timeouts: 0 })
+  t.same(s1, { sent: 1, retryShare: 0, goodput: 0, firstOk: Number.NaN, okP99: Number.NaN, shed: 0, timeouts: 1 })
+  t.same(s2, { sent: 1, retryShare: 1, goodput: 0, firstOk: Number.NaN, okP99: Number.NaN, shed: 0, timeouts: 1 })
 })
 
 t.test('perSecond gives NaN shares for a second with nothing sent', async (t) => {
