@@ -1,6 +1,5 @@
 import { exactObject, positiveInteger } from '../../validation/checks.js'
 import { AdmissionOptionError } from '../errors.js'
-import { booleanOption } from './route-choices.js'
 
 /**
  * `offenders`: the clients refused most over the last minute, in `stats().offenders` — those refused
@@ -44,5 +43,7 @@ export function offendersOption (value: unknown): OffendersSettings | undefined 
   const input = exactObject(complain, 'offenders', value, SHAPE)
   const top = input.top === undefined ? DEFAULT_OFFENDERS : positiveInteger(complain, 'offenders.top', input.top, TOP)
   if (top > MAX_OFFENDERS) throw new AdmissionOptionError('offenders.top', TOP, top)
-  return Object.freeze({ top, rawKeys: booleanOption('offenders.rawKeys', input.rawKeys, false) })
+  const rawKeys = input.rawKeys ?? false
+  if (typeof rawKeys !== 'boolean') throw new AdmissionOptionError('offenders.rawKeys', 'a boolean (true lists the client keys themselves, false their digests)', rawKeys)
+  return Object.freeze({ top, rawKeys })
 }
