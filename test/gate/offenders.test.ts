@@ -66,6 +66,9 @@ t.test('rawKeys: the keys themselves; top: how many', async (t) => {
   await requests(app, 'bob', 4)
   await requests(app, 'carol', 2)
   t.same(app.admission.stats().offenders, [{ key: 'bob', refused: 3 }, { key: 'alice', refused: 2 }])
+  const digests = await appWith(t, { offenders: { top: 1 } })
+  await requests(digests, 'alice', 3)
+  t.match(digests.admission.stats().offenders, [{ key: DIGEST, refused: 2 }], 'top alone: digests')
 })
 
 t.test('offenders: false: no list, nothing kept', async (t) => {
