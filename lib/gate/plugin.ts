@@ -3,6 +3,7 @@ import fp from 'fastify-plugin'
 import { memoryBackend } from '../backends/memory/memory-backend.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 import { newCounters, type GateCounters, type RetryCounters } from '../metrics/counters.js'
+import type { Reason } from '../metrics/reasons.js'
 import { Pressure } from '../pressure/pressure.js'
 import type { DelayProbe } from '../pressure/delay-probe.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
@@ -31,6 +32,7 @@ import { ClientSlots } from './release/client-slots.js'
 import { permitField, Slots } from './release/slots.js'
 import { LongLivedConnections } from './release/long-lived.js'
 import { HeldPermits } from './release/held-permits.js'
+import { Offenders } from './offenders.js'
 import { encloses, outerGates, routeRecord, see, unseenRoutes, type RouteRecord } from './route-record.js'
 import type { AdmissionStats } from './stats.js'
 import { RouteWiring } from './wiring.js'
@@ -86,11 +88,13 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
   const { slots, sampler, longLived } = inFlightGate(fastify, settings, backend, address, global, pressure?.probe)
   const retries: RetryCounters | undefined = settings.retries === undefined ? undefined : { admitted: 0, shed: 0 }
+  const offenders = settings.offenders === undefined ? undefined : new Offenders(settings.offenders, settings.keyDigest)
   const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries, offenders: offenders?.refused },
     slots,
     longLived,
     globalGate: settings.maxInFlight !== false,
+    fullGate: fullGateReasons(settings.maxInFlight),
     sampler,
     pressure,
     retries: settings.retries,
@@ -117,7 +121,8 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
 
   const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
   const counted = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit, retries)
-  const stats = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
+  const pressured = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
+  const stats = offenders === undefined ? pressured : () => ({ ...pressured(), offenders: offenders.list() })
   decorateAdmission(fastify, Object.freeze({
     address,
     stats,
@@ -159,6 +164,15 @@ function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: Ra
     else share.stop().then(() => { closed() }, closed)
   })
   return { slots, sampler, longLived: new LongLivedConnections(global, settings.maxLongLived || 0) }
+}
+
+/**
+ * Why the global gate is full: its limit; with a fleet, the fleet's share, which bounds a fixed limit
+ * always (the share is at most the fleet's limit) and an adaptive one when it is the smaller.
+ */
+function fullGateReasons (inFlight: Settings['maxInFlight']): readonly Reason[] {
+  if (!isFleet(inFlight)) return ['in-flight']
+  return inFlight.adaptive === undefined ? ['fleet-in-flight'] : ['in-flight', 'fleet-in-flight']
 }
 
 /**

@@ -1,4 +1,5 @@
-import type { PartitionKey } from '../headers/partition-key.js'
+import type { KeyDigest, PartitionKey } from '../headers/partition-key.js'
+import type { OffendersOptions, OffendersSettings } from './offenders-option.js'
 import type { HeaderFormat } from '../headers/header-formats.js'
 
 export type { HeaderFormat }
@@ -236,6 +237,11 @@ export interface AdmissionOptions {
    * `client-in-flight` policy. Default false: none (docs/guides/in-flight.md).
    */
   clientInFlight?: number | false
+  /**
+   * The clients refused most over the last minute, in `stats().offenders` (docs/guides/offenders.md):
+   * on by default (`{ top: 20 }`, keys as digests); `{ top, rawKeys }`; `false`: off.
+   */
+  offenders?: boolean | OffendersOptions
 }
 
 export interface RouteSettings {
@@ -285,6 +291,8 @@ export interface Settings {
   readonly headerFormats: readonly HeaderFormat[]
   /** `pk` of the client's key, when `headers.partitionKey` asks for it. */
   readonly partitionKey: PartitionKey | undefined
+  /** The digest `pk` carries, when `headers.partitionKey` asks for it. */
+  readonly keyDigest: KeyDigest | undefined
   readonly key: ((request: FastifyRequest) => string) | undefined
   readonly ipv6Subnet: number
   /** The backend given, or undefined for the default memory backend. */
@@ -298,4 +306,5 @@ export interface Settings {
   readonly metrics: MetricsSettings | undefined
   readonly retries: RetrySettings | undefined
   readonly clientInFlight: number | false
+  readonly offenders: OffendersSettings | undefined
 }
