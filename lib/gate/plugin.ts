@@ -5,6 +5,7 @@ import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 import { newCounters, type GateCounters, type RetryCounters } from '../metrics/counters.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
+import { exposeLivePage } from '../live/live-page.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
 import { clientKey, gateKey, keyFunction } from './client-key.js'
@@ -117,6 +118,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
   const counted = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit, retries)
   const stats = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
+  if (settings.live !== undefined) exposeLivePage(fastify, settings.live, { stats, limit: () => slots.limit, inFlight: () => global.inFlight })
   decorateAdmission(fastify, Object.freeze({
     address,
     stats,

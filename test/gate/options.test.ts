@@ -155,7 +155,8 @@ t.test('defaults', async (t) => {
       hook: 'onRequest',
       enforce: true,
       retries: { header: 'retry-attempt', reserve: 0.1 },
-      clientInFlight: false
+      clientInFlight: false,
+      live: undefined
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
     t.equal(s.rateLimit, DEFAULT_RATE_LIMIT)
@@ -183,7 +184,8 @@ t.test('every option, valid', async (t) => {
     onShed,
     onLimit,
     retries: { header: 'X-Attempt', reserve: 0.25 },
-    clientInFlight: 4
+    clientInFlight: 4,
+    live: { path: '/ops/live' }
   })
   t.strictSame({ ...s, rateLimit: { ...s.rateLimit } }, {
     maxInFlight: 512,
@@ -214,7 +216,8 @@ t.test('every option, valid', async (t) => {
     hook: 'onRequest',
     enforce: true,
     retries: { header: 'x-attempt', reserve: 0.25 },
-    clientInFlight: 4
+    clientInFlight: 4,
+    live: { path: '/ops/live', auth: undefined }
   })
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
@@ -307,7 +310,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, live, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {

@@ -8,6 +8,7 @@ import { countOption, failedOption } from './login-options.js'
 import { chargeOption } from './charge-option.js'
 import { pressureSettings, queueDelaySettings } from '../../pressure/options.js'
 import { metricsOption } from '../../metrics/options.js'
+import { liveOption } from '../../live/options.js'
 import { POLICY_SHAPE } from '../../rates/policy.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger, stringList } from '../../validation/checks.js'
 import { HEADER_FORMATS, type HeaderFormat } from '../headers/header-formats.js'
@@ -27,7 +28,7 @@ export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
 const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived', 'clientInFlight'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight', 'live'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -183,7 +184,8 @@ export function validateOptions (options: unknown): Settings {
     queueDelay: queueDelaySettings(input.queueDelay === undefined && inFlight.auto ? true : input.queueDelay),
     metrics: metricsOption(input.metrics),
     retries: retriesOption(input.retries),
-    clientInFlight: boundOrFalse('clientInFlight', input.clientInFlight)
+    clientInFlight: boundOrFalse('clientInFlight', input.clientInFlight),
+    live: liveOption(input.live)
   })
 }
 
