@@ -7,6 +7,7 @@ import type { RouteGate } from './route-gate.js'
 export type { AdmissionRegistry } from './registry.js'
 import { copyCounters, type AdmissionStats, type GateCounters, type RouteStats } from './stats.js'
 import type { RetryCounters } from '../metrics/counters.js'
+import { reasonRecord, type ReasonCounts } from '../metrics/reasons.js'
 import { oldestPermitMs } from './release/held-permits.js'
 import type { PlanListing } from './plan/plan.js'
 
@@ -75,8 +76,12 @@ export function decorateAdmission (fastify: FastifyInstance, decorator: Admissio
 
 export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backend: RatesBackend, limit: number, retries: RetryCounters | undefined): AdmissionStats {
   const routes: Record<string, RouteStats> = {}
-  for (const gate of gates) routes[gate.name] = { ...copyCounters(gate.counters), oldestPermitMs: oldestPermitMs(gate) }
-  const stats: AdmissionStats = { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, routes }
+  const reasons: ReasonCounts[] = []
+  for (const gate of gates) {
+    routes[gate.name] = { ...copyCounters(gate.counters), oldestPermitMs: oldestPermitMs(gate), reasons: reasonRecord([gate.reasons]) }
+    reasons.push(gate.reasons)
+  }
+  const stats: AdmissionStats = { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, reasons: reasonRecord(reasons), routes }
   if (retries !== undefined) {
     stats.attempts = {
       first: { admitted: global.admitted - retries.admitted, shed: global.shed - retries.shed },

@@ -3,6 +3,7 @@ import fp from 'fastify-plugin'
 import { memoryBackend } from '../backends/memory/memory-backend.js'
 import { AdmissionMetrics } from '../metrics/admission-metrics.js'
 import { newCounters, type GateCounters, type RetryCounters } from '../metrics/counters.js'
+import type { Reason } from '../metrics/reasons.js'
 import { Pressure } from '../pressure/pressure.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
 import { exposeLivePage } from '../live/live-page.js'
@@ -87,10 +88,11 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
   const retries: RetryCounters | undefined = settings.retries === undefined ? undefined : { admitted: 0, shed: 0 }
   const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries, offenders: undefined },
     slots,
     longLived,
     globalGate: settings.maxInFlight !== false,
+    fullGate: fullGateReasons(settings.maxInFlight),
     sampler,
     pressure,
     retries: settings.retries,
@@ -159,6 +161,15 @@ function inFlightGate (fastify: FastifyInstance, settings: Settings, backend: Ra
     else share.stop().then(() => { closed() }, closed)
   })
   return { slots, sampler, longLived: new LongLivedConnections(global, settings.maxLongLived || 0) }
+}
+
+/**
+ * Why the global gate is full: its limit; with a fleet, the fleet's share, which bounds a fixed limit
+ * always (the share is at most the fleet's limit) and an adaptive one when it is the smaller.
+ */
+function fullGateReasons (inFlight: Settings['maxInFlight']): readonly Reason[] {
+  if (!isFleet(inFlight)) return ['in-flight']
+  return inFlight.adaptive === undefined ? ['fleet-in-flight'] : ['in-flight', 'fleet-in-flight']
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Policy } from '../core/rates/types.js'
 import type { CountedGate, GateCounters } from '../metrics/counters.js'
 import { newCounters } from '../metrics/counters.js'
+import { quotaReason, type Reason } from '../metrics/reasons.js'
 import type { BackendLimiter, SynchronousStack, Verdicts } from '../rates/backend.js'
 import { policyHeader, quotaOf, rateLimitStart } from './headers/rate-limit-fields.js'
 import type { FastifyReply, FastifyRequest } from 'fastify'
@@ -19,6 +20,11 @@ export interface RouteGate extends CountedGate {
   newest: HeldPermit | null
   /** The client's quota, or undefined for no rate limit. */
   readonly limiter: BackendLimiter | undefined
+  /**
+   * Why its quota refuses, per policy in the order of `policyNames`: the policy by name, or its
+   * penalty; none for a gate that decides no quota itself (a tiered route's own: its tiers do).
+   */
+  readonly quotaReasons: readonly Reason[]
   /** The policy asked for (headers and logs use it, never what a backend reports). */
   readonly policy: Readonly<Policy> | undefined
   /** The `RateLimit-Policy` value, or undefined when headers are off or there is no limit. */
@@ -76,11 +82,15 @@ export function routeGate ({ name, url, maxInFlight = false, limiter, policy, co
   readonly stacked?: StackQuota | undefined
 }): RouteGate {
   const limited = limiter !== undefined && policy !== undefined && policy !== false
+  // A stack's policies have no penalty (a stack refuses as one).
+  const quotaReasons = !limited || tiers !== undefined ? [] : stacked === undefined ? [quotaReason(headerName, policy.penalty !== undefined)] : stacked.names.map((one) => quotaReason(one, false))
   return {
     name,
     url,
     policyNames: limited ? Object.freeze([...(tiers ?? stacked?.names ?? [headerName])]) : [],
+    quotaReasons: Object.freeze(quotaReasons),
     counters: newCounters(),
+    reasons: new Map(),
     maxInFlight: maxInFlight === false ? 0 : maxInFlight,
     maxLongLived: 0,
     oldest: null,

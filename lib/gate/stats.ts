@@ -12,6 +12,12 @@ export interface AdmissionStats extends GateCounters {
    * (then every recovered one is dropped), or it is deleted. What the quotas' memory grows with.
    */
   identities: number
+  /**
+   * Refusals since registration by reason — which step refused: `in-flight`, `quota:default`,
+   * `pressure:eventLoopDelay`… (docs/guides/metrics.md#reasons) — over every route; every reason the
+   * routes' plans can refuse for is there, at 0 until one.
+   */
+  reasons: Record<string, number>
   /** Counters per route, keyed `METHOD /url`; requests that matched no route count under `404`. */
   routes: Record<string, RouteStats>
   /** With `pressure` or `queueDelay`: the requests shed by each signal (also in `shed`), and those given to `pressureHandler`. */
@@ -33,4 +39,6 @@ export interface AttemptCounts {
 export interface RouteStats extends GateCounters {
   /** Ms since the request holding the route's oldest in-flight permit arrived; 0 when none is held. */
   oldestPermitMs: number
+  /** The route's refusals by reason, as `AdmissionStats.reasons`. */
+  reasons: Record<string, number>
 }

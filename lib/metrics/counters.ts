@@ -1,3 +1,5 @@
+import type { ReasonCounts } from './reasons.js'
+
 /** Counters kept by the gate's outcomes, for the whole gate and for each route. */
 export interface GateCounters {
   /** Requests let through both gates (with `enforce: false`, every request that reached the rate check). */
@@ -47,6 +49,8 @@ export interface CountedGate {
    */
   readonly policyNames: readonly string[]
   readonly counters: GateCounters
+  /** Its refusals by reason, every reason its plan can refuse for included (at 0 until one). */
+  readonly reasons: ReasonCounts
   /** The gate's own in-flight limit, 0 for none. */
   readonly maxInFlight: number
   /** The gate's quota, undefined when it has no rate limit. */

@@ -1,6 +1,7 @@
 import { channel, type Channel } from 'node:diagnostics_channel'
 import type { FastifyRequest } from 'fastify'
 import type { Contained } from '../callbacks/contained.js'
+import type { Reason } from './reasons.js'
 
 /** The `node:diagnostics_channel` name every gate decision is published on. */
 export const DECISION_CHANNEL = 'fastify-admission:decision'
@@ -19,6 +20,11 @@ export interface AdmissionDecisionEvent {
    * request admitted by `onBackendError: 'allow'` is `admitted` with `backendFailed: true`.
    */
   readonly outcome: AdmissionOutcome
+  /**
+   * Why it was refused: which step refused it (`in-flight`, `quota:default`, `pressure:eventLoopDelay`…,
+   * as `stats().reasons` counts them); undefined when admitted.
+   */
+  readonly reason: Reason | undefined
   /** The refusal's status (429 or 503); undefined when admitted. */
   readonly status: 429 | 503 | undefined
   /** The refusal's `Retry-After`; undefined when admitted. */
@@ -45,9 +51,9 @@ export const decisions = channel(DECISION_CHANNEL)
  * Publishes a decision; callers check `decisions.hasSubscribers` first, so no event is built for
  * nobody. Each subscriber is called inside the route's error boundary (`subscribers`).
  */
-export function publishDecision (subscribers: Contained, registration: string, request: FastifyRequest, route: string, outcome: AdmissionOutcome,
+export function publishDecision (subscribers: Contained, registration: string, request: FastifyRequest, route: string, outcome: AdmissionOutcome, reason: Reason | undefined,
   status: 429 | 503 | undefined, retryAfterSeconds: number | undefined, key: string | undefined, backendFailed: boolean): void {
-  const event: AdmissionDecisionEvent = { registration, route, outcome, status, retryAfterSeconds, key, backendFailed, request }
+  const event: AdmissionDecisionEvent = { registration, route, outcome, reason, status, retryAfterSeconds, key, backendFailed, request }
   deliver(decisions, event, subscribers)
 }
 
@@ -85,12 +91,12 @@ type LevelAware = { isLevelEnabled?: (level: string) => boolean }
  * builds no log object; Fastify's null logger (no `logger` option) has no `isLevelEnabled` and
  * its `debug` does nothing.
  */
-export function refused (subscribers: Contained, registration: string, request: FastifyRequest, route: string, outcome: Exclude<AdmissionOutcome, 'admitted'>,
+export function refused (subscribers: Contained, registration: string, request: FastifyRequest, route: string, outcome: Exclude<AdmissionOutcome, 'admitted'>, reason: Reason,
   status: 429 | 503, retryAfterSeconds: number, key: string | undefined, backendFailed: boolean): void {
   const log = request.log
   const levels = (log as unknown as LevelAware).isLevelEnabled
   if (levels === undefined || levels.call(log, 'debug')) {
-    log.debug({ route, outcome, status, retryAfterSeconds }, `fastify-admission: ${outcome}, answered ${status} with Retry-After ${retryAfterSeconds}`)
+    log.debug({ route, outcome, reason, status, retryAfterSeconds }, `fastify-admission: ${outcome} (${reason}), answered ${status} with Retry-After ${retryAfterSeconds}`)
   }
-  if (decisions.hasSubscribers) publishDecision(subscribers, registration, request, route, outcome, status, retryAfterSeconds, key, backendFailed)
+  if (decisions.hasSubscribers) publishDecision(subscribers, registration, request, route, outcome, reason, status, retryAfterSeconds, key, backendFailed)
 }

@@ -3,7 +3,7 @@ import { isThenable, type Contained } from '../callbacks/contained.js'
 import { DelayProbe } from './delay-probe.js'
 import type { PressureSettings, QueueDelaySettings } from './options.js'
 import { Sampler } from './sampler.js'
-import type { PressureReadings, Signal } from './signals.js'
+import { SIGNALS, type PressureReadings, type Signal } from './signals.js'
 
 /** Why requests were shed by pressure: by signal, and by the queueing-delay controller. */
 export type ShedReason = Signal | 'queueDelay'
@@ -38,9 +38,9 @@ export interface PressureStatus {
 /** What pressure screens: a request with its reply (the gate's permit, for one). */
 export interface Screened { readonly request: FastifyRequest, readonly reply: FastifyReply }
 
-/** Where a screened request goes: shed (with `Retry-After` and a message) or on; and the boundary of `pressureHandler` where it is screened. */
+/** Where a screened request goes: shed (with `Retry-After`, a message and why) or on; and the boundary of `pressureHandler` where it is screened. */
 export interface ScreenOutcomes<T extends Screened> {
-  shed (item: T, retrySeconds: number, message: string): void
+  shed (item: T, retrySeconds: number, message: string, why: ShedReason): void
   goOn (item: T): void
   /** Something threw in the continuation of the handler's promise (where no hook runner catches it). */
   lost (item: T, error: unknown): void
@@ -49,6 +49,7 @@ export interface ScreenOutcomes<T extends Screened> {
 }
 
 const UNDER_PRESSURE = 'Server is under pressure'
+const OVERLOADED = 'Server is overloaded'
 
 function zeroCounts (): Record<ShedReason, number> {
   return { eventLoopDelay: 0, heapUsedBytes: 0, rssBytes: 0, healthCheck: 0, eventLoopUtilization: 0, queueDelay: 0 }
@@ -113,7 +114,7 @@ export class Pressure {
     }
     if (this.probe!.sheds(item.request.raw.socket)) {
       this.shedBy.queueDelay++
-      to.shed(item, this.queueRetry, 'Server is overloaded')
+      to.shed(item, this.queueRetry, OVERLOADED, 'queueDelay')
     } else {
       to.goOn(item)
     }
@@ -157,7 +158,7 @@ export class Pressure {
   /** The pressure 503, counted by the signal over its limit. */
   private shed<T extends Screened> (item: T, to: ScreenOutcomes<T>, over: Signal): void {
     this.shedBy[over]++
-    to.shed(item, this.settings!.retryAfter, UNDER_PRESSURE)
+    to.shed(item, this.settings!.retryAfter, UNDER_PRESSURE, over)
   }
 
   /**
@@ -169,8 +170,15 @@ export class Pressure {
     // Asked only where the queue-delay probe runs (the gate's step is assembled with it).
     if (!this.probe!.standing) return false
     this.shedBy.queueDelay++
-    shed(item, this.queueRetry, 'Server is overloaded')
+    shed(item, this.queueRetry, OVERLOADED, 'queueDelay')
     return true
+  }
+
+  /** What it may shed for: each signal given a limit (the health check, when given), and queueing delay. */
+  reasons (): ShedReason[] {
+    const settings = this.settings
+    const signals: ShedReason[] = settings === undefined ? [] : SIGNALS.filter((signal) => signal === 'healthCheck' ? settings.healthCheck !== undefined : settings.limits[signal] !== undefined)
+    return this.probe === undefined ? signals : [...signals, 'queueDelay']
   }
 
   counts (): PressureCounts {

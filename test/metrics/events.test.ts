@@ -60,11 +60,11 @@ t.test('memory: one event per decision, with route, outcome, status, Retry-After
   release()
   await held
   t.same(seen.map(plain), [
-    { registration: 'app', route: 'GET /a', outcome: 'admitted', status: undefined, retryAfterSeconds: undefined, key: 'alice', backendFailed: false },
-    { registration: 'app', route: 'GET /a', outcome: 'limited', status: 429, retryAfterSeconds: 60, key: 'alice', backendFailed: false },
-    { registration: 'app', route: '404', outcome: 'admitted', status: undefined, retryAfterSeconds: undefined, key: 'bob', backendFailed: false },
-    { registration: 'app', route: 'GET /free', outcome: 'admitted', status: undefined, retryAfterSeconds: undefined, key: undefined, backendFailed: false },
-    { registration: 'app', route: 'GET /a', outcome: 'shed', status: 503, retryAfterSeconds: 1, key: undefined, backendFailed: false }
+    { registration: 'app', route: 'GET /a', outcome: 'admitted', reason: undefined, status: undefined, retryAfterSeconds: undefined, key: 'alice', backendFailed: false },
+    { registration: 'app', route: 'GET /a', outcome: 'limited', reason: 'quota:default', status: 429, retryAfterSeconds: 60, key: 'alice', backendFailed: false },
+    { registration: 'app', route: '404', outcome: 'admitted', reason: undefined, status: undefined, retryAfterSeconds: undefined, key: 'bob', backendFailed: false },
+    { registration: 'app', route: 'GET /free', outcome: 'admitted', reason: undefined, status: undefined, retryAfterSeconds: undefined, key: undefined, backendFailed: false },
+    { registration: 'app', route: 'GET /a', outcome: 'shed', reason: 'in-flight', status: 503, retryAfterSeconds: 1, key: undefined, backendFailed: false }
   ])
   t.equal(seen[0]!.request.url, '/a', 'the request itself, for its id, its route, its user')
   t.equal(seen[2]!.request.url, '/nowhere')
@@ -78,10 +78,10 @@ t.test('a backend that cannot decide: unavailable (deny) or admitted with backen
       const app = await appWith(t, { backend: scriptedBackend(() => script.shift()), onBackendError })
       app.get('/r', async () => 'ok')
       for (let i = 0; i < 3; i++) await app.inject('/r')
-      t.same(seen.map((e) => [e.outcome, e.status, e.retryAfterSeconds, e.backendFailed]), [
-        ['admitted', undefined, undefined, false],
-        onBackendError === 'deny' ? ['unavailable', 503, 1, true] : ['admitted', undefined, undefined, true],
-        ['limited', 429, 2, false]
+      t.same(seen.map((e) => [e.outcome, e.reason, e.status, e.retryAfterSeconds, e.backendFailed]), [
+        ['admitted', undefined, undefined, undefined, false],
+        onBackendError === 'deny' ? ['unavailable', 'backend-unavailable', 503, 1, true] : ['admitted', undefined, undefined, undefined, true],
+        ['limited', 'quota:default', 429, 2, false]
       ])
       t.ok(seen.every((e) => e.key === '127.0.0.1'), 'the default key: the address')
     })
@@ -94,7 +94,7 @@ t.test('memory full of live state: unavailable, with the key', async (t) => {
   app.get('/a', async () => 'ok')
   await app.inject({ url: '/a', headers: { 'x-client': 'one' } })
   t.equal((await app.inject({ url: '/a', headers: { 'x-client': 'two' } })).statusCode, 503)
-  t.match(seen.map(plain)[1], { outcome: 'unavailable', status: 503, key: 'two', backendFailed: true })
+  t.match(seen.map(plain)[1], { outcome: 'unavailable', reason: 'backend-unavailable', status: 503, key: 'two', backendFailed: true })
 })
 
 t.test('refusals are logged at debug on the request\'s logger; admissions are not', async (t) => {
@@ -112,11 +112,11 @@ t.test('refusals are logged at debug on the request\'s logger; admissions are no
   release()
   await held
   const ours = logs.filter((line) => String(line.msg).startsWith('fastify-admission:'))
-  t.same(ours.map((line) => [line.level, line.route, line.outcome, line.status, line.retryAfterSeconds]), [
-    [20, 'GET /a', 'limited', 429, 60],
-    [20, 'GET /a', 'shed', 503, 1]
+  t.same(ours.map((line) => [line.level, line.route, line.outcome, line.reason, line.status, line.retryAfterSeconds]), [
+    [20, 'GET /a', 'limited', 'quota:default', 429, 60],
+    [20, 'GET /a', 'shed', 'in-flight', 503, 1]
   ])
-  t.match(ours[0], { reqId: /.+/, msg: 'fastify-admission: limited, answered 429 with Retry-After 60' })
+  t.match(ours[0], { reqId: /.+/, msg: 'fastify-admission: limited (quota:default), answered 429 with Retry-After 60' })
 })
 
 t.test('with debug off, refusals log nothing; a backend failure is still logged once at error', async (t) => {

@@ -2,6 +2,8 @@ import type { FastifyBaseLogger, FastifyRequest } from 'fastify'
 import { Contained } from '../../callbacks/contained.js'
 import { DECISION_CHANNEL, decisions, publishDecision, refused } from '../../metrics/events.js'
 import type { GateCounters, RetryCounters } from '../../metrics/counters.js'
+import { countReason, SHED_REASONS, type Reason } from '../../metrics/reasons.js'
+import type { ShedReason } from '../../pressure/pressure.js'
 import type { StackDecision } from '../../rates/decision.js'
 import { RatesError, RatesUnavailableError } from '../../rates/errors.js'
 import { describePolicy } from '../options/policy-text.js'
@@ -32,6 +34,24 @@ export interface OutcomeContext {
   readonly expose: Expose
   /** Outcomes of the requests that said they were retries (`retries` on), or undefined. */
   readonly retries: RetryCounters | undefined
+  /** Told each client key refused for what the client did (its quota, its in-flight limit): the top offenders' sketch, or undefined when off. */
+  readonly offenders: ((key: string) => void) | undefined
+}
+
+/** What one route's outcomes are made with. */
+export interface RouteOutcomes {
+  /** The route's name (`METHOD /url`), for the logs. */
+  readonly route: string
+  readonly enforce: boolean
+  readonly onBackendError: 'deny' | 'allow'
+  /** How each kind of refusal is sent. */
+  readonly refusals: Refusals
+  /** A full gate's 503 carries the in-flight policy's `RateLimit` fields (draft 11 is sent). */
+  readonly inFlightHeaders: boolean
+  /** Login throttling (`count: 'failures'`): what its quota refuses, failed logins did. */
+  readonly login: boolean
+  /** `Retry-After` of the route's own full semaphore, when not the gate's (`retryAfter: 'observed'`). */
+  readonly routeWait?: ((permit: Permit) => number) | undefined
 }
 
 /**
@@ -45,6 +65,9 @@ export interface OutcomeContext {
  * `wouldShed`), logged at `info` on the request's logger, and goes on; a backend that cannot
  * decide admits. `onLimit` and `onShed` are not called: nothing was limited or shed.
  *
+ * Each refusal is counted by its reason (which step refused: `Reason`) on the gate that refused it,
+ * and a client refused for what it did is told to the top offenders' sketch.
+ *
  * `onLimit`, `onShed` and the decision channel's subscribers are told inside the error boundary
  * (`Contained`, one each for the route): whatever they throw or reject with is logged once, and
  * the request is answered as it would have been without them.
@@ -56,6 +79,8 @@ export class Outcomes {
   private readonly onBackendError: 'deny' | 'allow'
   /** A backend that cannot decide admits: `onBackendError: 'allow'`, or a gate that never refuses. */
   private readonly failOpen: boolean
+  private readonly login: boolean
+  private readonly offender: (key: string) => void
   private readonly onLimitCalls: Contained
   private readonly onShedCalls: Contained
   private readonly subscriberCalls: Contained
@@ -72,7 +97,7 @@ export class Outcomes {
   /** `Retry-After` of the route's own full semaphore: its observed wait (`retryAfter: 'observed'`), or the gate's. */
   private readonly routeWait: (permit: Permit) => number
 
-  constructor (context: OutcomeContext, enforce: boolean, onBackendError: 'deny' | 'allow', refusals: Refusals, route: string, inFlightHeaders: boolean, routeWait?: (permit: Permit) => number) {
+  constructor (context: OutcomeContext, { route, enforce, onBackendError, refusals, inFlightHeaders, login, routeWait }: RouteOutcomes) {
     this.context = context
     this.routeWait = routeWait ?? (() => context.slots.retryAfter)
     this.inFlightHeaders = inFlightHeaders
@@ -80,6 +105,9 @@ export class Outcomes {
     this.onBackendError = onBackendError
     this.refusals = refusals
     this.failOpen = !enforce || onBackendError === 'allow'
+    this.login = login
+    // Without the sketch, nothing to tell: no test on the refusal's path.
+    this.offender = context.offenders ?? nothing
     const log = context.log
     this.onLimitCalls = new Contained(log, 'onLimit', route, 'the request is refused as without it')
     this.onShedCalls = new Contained(log, 'onShed', route, 'the request is shed as without it')
@@ -100,7 +128,7 @@ export class Outcomes {
   private readonly admit = (permit: Permit): void => {
     this.context.global.admitted++
     permit.gate.counters.admitted++
-    if (decisions.hasSubscribers) publishDecision(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, permit.key, permit.backendFailed)
+    if (decisions.hasSubscribers) publishDecision(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, 'admitted', undefined, undefined, undefined, permit.key, permit.backendFailed)
     permit.done()
   }
 
@@ -123,9 +151,10 @@ export class Outcomes {
     permit.refused()
     this.context.global.limited++
     permit.gate.counters.limited++
+    this.offender(permit.key!)
     const onLimit = this.context.onLimit
     if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, retryAfterMs, permit.key as string)
-    this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false, MESSAGES.limited, violatedBy(permit))
+    this.answer(permit, this.context.limitStatusCode, retrySeconds(retryAfterMs), 'limited', false, MESSAGES.limited, violatedBy(permit), this.login ? 'login-failures' : violatedReason(permit))
     return false
   }
 
@@ -133,9 +162,10 @@ export class Outcomes {
   full (permit: Permit): boolean {
     const route = permit.route
     const slots = this.context.slots
-    // The route's own limit when it is the one that is full; else the registration's.
+    // The route's own limit when it is the one that is full; else the registration's (a fleet's share, when that is what bounds it).
     const own = route.maxInFlight !== 0 && route.counters.inFlight >= route.maxInFlight
-    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? route.maxInFlight : slots.limit, own ? this.routeWait(permit) : slots.retryAfter)
+    if (own) return this.atBound(permit, 'route-in-flight', route.maxInFlight, this.routeWait(permit), 'route-in-flight')
+    return this.atBound(permit, 'in-flight', slots.limit, slots.retryAfter, slots.fleetBound ? 'fleet-in-flight' : 'in-flight')
   }
 
   /**
@@ -154,13 +184,14 @@ export class Outcomes {
     permit.refused()
     this.context.global.limited++
     permit.gate.counters.limited++
+    this.offender(permit.key!)
     if (this.inFlightHeaders) {
       const fields = this.fieldsOf('client-in-flight', limit)
       permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
     }
     const onLimit = this.context.onLimit
     if (onLimit !== undefined) this.onLimitCalls.notify(onLimit, permit.request, 1000, permit.key as string)
-    this.answer(permit, this.context.limitStatusCode, 1, 'limited', false, MESSAGES.limited, POLICY_LISTS['client-in-flight'])
+    this.answer(permit, this.context.limitStatusCode, 1, 'limited', false, MESSAGES.limited, POLICY_LISTS['client-in-flight'], 'client-in-flight')
     return false
   }
 
@@ -170,7 +201,7 @@ export class Outcomes {
    */
   fullForRetries (permit: Permit, own: boolean): boolean {
     const slots = this.context.slots
-    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? permit.route.maxInFlight : slots.limit, slots.retryAfter)
+    return this.atBound(permit, own ? 'route-in-flight' : 'in-flight', own ? permit.route.maxInFlight : slots.limit, slots.retryAfter, own ? 'route-retry-reserve' : 'retry-reserve')
   }
 
   /**
@@ -180,17 +211,18 @@ export class Outcomes {
   fullLongLived (permit: Permit): boolean {
     const route = permit.route
     const own = route.maxLongLived !== 0 && route.counters.longLived >= route.maxLongLived
-    return this.atBound(permit, own ? 'route-long-lived' : 'long-lived', own ? route.maxLongLived : this.context.longLivedLimit, 1)
+    const name = own ? 'route-long-lived' : 'long-lived'
+    return this.atBound(permit, name, own ? route.maxLongLived : this.context.longLivedLimit, 1, name)
   }
 
   /** A bound on concurrency (`name`, at `limit`) is reached: a 503 carrying its policy, or, not enforcing, a would-shed that goes on (true). */
-  private atBound (permit: Permit, name: InFlightPolicyName, limit: number, seconds: number): boolean {
+  private atBound (permit: Permit, name: InFlightPolicyName, limit: number, seconds: number, reason: Reason): boolean {
     if (this.enforce) {
       if (this.inFlightHeaders) {
         const fields = this.fieldsOf(name, limit)
         permit.reply.header('ratelimit-policy', fields.policy).header('ratelimit', fields.rateLimit)
       }
-      this.shed(permit, seconds, MESSAGES.shed, name)
+      this.shed(permit, seconds, MESSAGES.shed, reason, name)
       return false
     }
     this.context.global.wouldShed++
@@ -199,15 +231,20 @@ export class Outcomes {
     return true
   }
 
-  /** A 503 for a full gate (named by its policy), or for pressure (its own `Retry-After` and message). */
-  shed (permit: Permit, seconds: number, message: string = MESSAGES.shed, policy?: InFlightPolicyName): void {
+  /** A 503 for a full gate (named by its policy), or for pressure (its own `Retry-After` and message), for `reason`. */
+  shed (permit: Permit, seconds: number, message: string, reason: Reason, policy?: InFlightPolicyName): void {
     permit.refused()
     this.context.global.shed++
     permit.gate.counters.shed++
     if (permit.retry) this.context.retries!.shed++
     const onShed = this.context.onShed
     if (onShed !== undefined) this.onShedCalls.notify(onShed, permit.request)
-    this.answer(permit, 503, seconds, 'shed', false, message, policy === undefined ? NONE : POLICY_LISTS[policy])
+    this.answer(permit, 503, seconds, 'shed', false, message, policy === undefined ? NONE : POLICY_LISTS[policy], reason)
+  }
+
+  /** A 503 of pressure or queueing delay (`why`), with its own `Retry-After` and message. */
+  readonly shedByPressure = (permit: Permit, seconds: number, message: string, why: ShedReason): void => {
+    this.shed(permit, seconds, message, SHED_REASONS[why])
   }
 
   /**
@@ -236,7 +273,7 @@ export class Outcomes {
     }
     permit.refused()
     const wait = retryAfterMs ?? (error instanceof RatesUnavailableError ? error.retryAfterMs : undefined)
-    this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true, MESSAGES.unavailable, NONE)
+    this.answer(permit, 503, wait === undefined ? 1 : retrySeconds(wait), 'unavailable', true, MESSAGES.unavailable, NONE, 'backend-unavailable')
     return false
   }
 
@@ -244,11 +281,14 @@ export class Outcomes {
     permit.request.log.info({ route: permit.gate.name, reason, retryAfterSeconds: seconds }, 'fastify-admission: would have refused this request (enforce: false)')
   }
 
-  private answer (permit: Permit, status: 429 | 503, seconds: number, reason: RefusalReason, backendFailed: boolean, message: string, violated: readonly string[]): void {
-    refused(this.subscriberCalls, this.context.registration, permit.request, permit.gate.name, reason, status, seconds, reason === 'shed' ? undefined : permit.key, backendFailed)
+  /** A refusal of `kind` (how it is sent), for `reason` (which step refused: counted on the gate that refused). */
+  private answer (permit: Permit, status: 429 | 503, seconds: number, kind: RefusalReason, backendFailed: boolean, message: string, violated: readonly string[], reason: Reason): void {
+    const gate = permit.gate
+    countReason(gate.reasons, reason)
+    refused(this.subscriberCalls, this.context.registration, permit.request, gate.name, kind, reason, status, seconds, kind === 'shed' ? undefined : permit.key, backendFailed)
     ;(permit.reply as unknown as Record<symbol, boolean>)[kGateRefusal] = true
     this.context.expose(permit.reply)
-    this.refusals[reason](permit, status, seconds, reason, message, violated)
+    this.refusals[kind](permit, status, seconds, kind, message, violated)
   }
 
   private fieldsOf (name: InFlightPolicyName, limit: number): { policy: string, rateLimit: string } {
@@ -259,6 +299,7 @@ export class Outcomes {
 }
 
 const NONE: readonly string[] = Object.freeze([])
+const nothing = (): void => {}
 const POLICY_LISTS: Readonly<Record<InFlightPolicyName, readonly string[]>> = Object.freeze({
   'in-flight': Object.freeze(['in-flight']),
   'route-in-flight': Object.freeze(['route-in-flight']),
@@ -282,4 +323,15 @@ function violatedBy (permit: Permit): readonly string[] {
     ? names.filter((_name, i) => !policies[i]!.allowed)
     : names.filter((_name, i) => stacked.sync!.refused[i] === 1)
   return violated.length === 0 ? names : violated
+}
+
+/** Why the quota refused: its first policy that had no room (the gate's one, or its stack's; the first when none did alone). */
+function violatedReason (permit: Permit): Reason {
+  const gate = permit.gate
+  const reasons = gate.quotaReasons
+  const stacked = gate.stacked
+  if (stacked === undefined) return reasons[0]!
+  const policies = (permit.decision as StackDecision | undefined)?.policies
+  const first = policies !== undefined ? policies.findIndex((policy) => !policy.allowed) : stacked.sync!.refused.indexOf(1)
+  return reasons[Math.max(0, first)]!
 }

@@ -28,6 +28,8 @@ import type { RetrySettings } from '../options/retries-option.js'
 import { ClientSlots } from '../release/client-slots.js'
 import type { ClientSlotBook } from '../../rates/backend.js'
 import { retryLimit } from '../../core/attempt.js'
+import { SHED_REASONS, type Reason } from '../../metrics/reasons.js'
+import { expectRefusals } from './refusal-reasons.js'
 
 export type { Plan }
 
@@ -73,6 +75,8 @@ export interface PlanParts {
   readonly longLived: LongLivedConnections
   /** The global gate exists (`maxInFlight` is not false). */
   readonly globalGate: boolean
+  /** Why the global gate is full, when it is: its own limit (`in-flight`), a fleet's share (`fleet-in-flight`), or either. */
+  readonly fullGate: readonly Reason[]
   readonly sampler: AdaptiveSampler | undefined
   readonly pressure: Pressure | undefined
   /** Retries shed first (`retries`), or undefined. */
@@ -103,11 +107,14 @@ export class Planner {
   private readonly draft11: boolean
   /** The writer of the older formats sent (drafts 6 and 7, `x-ratelimit`), chosen once; undefined for none. */
   private readonly older: ExpiringLimit | undefined
+  /** What pressure may shed every route for. */
+  private readonly pressureReasons: readonly Reason[]
 
   constructor (parts: PlanParts) {
     this.parts = parts
     this.draft11 = parts.formats.includes('draft-11')
     this.older = expiringLimitWriter(parts.formats)
+    this.pressureReasons = parts.pressure === undefined ? [] : parts.pressure.reasons().map((why) => SHED_REASONS[why])
     const style = parts.responseBody === 'problem' ? problem : parts.responseBody === 'text' ? text : json
     const reply = parts.responseBody === 'error' ? throughErrors : throughReply(style)
     const fast = parts.fastRefusals === false ? reply : rawRefusal(style)
@@ -119,10 +126,22 @@ export class Planner {
     const route = spec.gate.name
     const observed = spec.observedWait
     const routeWait = observed === undefined ? undefined : (permit: Permit): number => observed.seconds(permit.route)
-    const outcomes = new Outcomes(parts.outcomes, spec.enforce, spec.onBackendError, this.style(spec.errorResponseBuilder, route), route, this.draft11, routeWait)
+    const login = spec.failures !== undefined
+    const outcomes = new Outcomes(parts.outcomes, { route, enforce: spec.enforce, onBackendError: spec.onBackendError, refusals: this.style(spec.errorResponseBuilder, route), inFlightHeaders: this.draft11, login, routeWait })
     const gate = spec.gate
     const allows = spec.allowList
     const clients = spec.notFound ? undefined : spec.clientInFlight
+    expectRefusals(gate, {
+      pressure: this.pressureReasons,
+      enforce: spec.enforce,
+      failsClosed: spec.onBackendError === 'deny',
+      globalGate: parts.globalGate ? parts.fullGate : [],
+      retries: parts.retries !== undefined,
+      longLived: spec.longLived !== undefined && parts.longLived.limit !== 0,
+      clientInFlight: clients === undefined ? undefined : clients.slots instanceof ClientSlots ? 'process' : 'fleet',
+      login,
+      quotas: gate.limiter === undefined ? [] : spec.tiers === undefined ? [gate] : [...spec.tiers.gates.values()]
+    })
     const keyed = gate.limiter !== undefined || allows !== undefined || clients !== undefined
     const listed = (): Contained => this.contained('allowList', route, 'answering 500 with its error')
     const key = (): Step => clientKeyStep(parts.keyOf, this.contained('key', route, 'answering 500 with its error (without a key there is no quota to decide on)'))

@@ -84,14 +84,13 @@ export interface RetryShedding {
  */
 export function retryAttemptStep (header: string, where: RetryShedding, outcomes: Outcomes): Step {
   const { slots, routeLimit, pressure } = where
-  const shed = (permit: Permit, seconds: number, message: string): void => { outcomes.shed(permit, seconds, message) }
   return named('retryAttempt', function (permit) {
     const text = permit.request.raw.headers[header]
     if (!isRetry(typeof text === 'string' ? text : undefined)) return true
     permit.retry = true
     if (slots?.fullForRetries === true) return outcomes.fullForRetries(permit, false)
     if (routeLimit !== 0 && permit.route.counters.inFlight >= routeLimit) return outcomes.fullForRetries(permit, true)
-    return pressure === undefined || !pressure.shedsRetry(permit, shed)
+    return pressure === undefined || !pressure.shedsRetry(permit, outcomes.shedByPressure)
   })
 }
 
@@ -102,7 +101,7 @@ export function retryAttemptStep (header: string, where: RetryShedding, outcomes
  */
 export function pressureStep (pressure: Pressure, outcomes: Outcomes, handler: Contained, rest: Resume): Step {
   const to: ScreenOutcomes<Permit> = {
-    shed: (permit, seconds, message) => { outcomes.shed(permit, seconds, message) },
+    shed: outcomes.shedByPressure,
     goOn: rest,
     lost: (permit, error) => { permit.lost(error) },
     handler

@@ -90,6 +90,11 @@ export class Slots {
     this.retryLimit = retryLimit(limit, this.retryShare)
   }
 
+  /** A fleet's share bounds the global gate (it is no more than the limit set): a full gate is the fleet's. */
+  get fleetBound (): boolean {
+    return this.cap <= this.ownLimit
+  }
+
   /** Whether the global gate is full right now (for requests that hold no slot, such as 404s). */
   get full (): boolean {
     return this.limit !== 0 && this.global.inFlight >= this.limit
