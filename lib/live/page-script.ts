@@ -83,14 +83,10 @@ export const PAGE_SCRIPT = String.raw`
         whole(r.inFlight), whole(r.admitted), whole(r.limited), whole(r.shed)], name, 'data-route')
     })
     fill('routes', routes, 'No gated route has been planned yet.', 8)
-    if (data.reasons === null) {
-      fill('reasons', [], 'This version of the plugin does not count refusals by reason.', 3)
-    } else {
-      var earlier = previous === null || previous.reasons === null ? {} : previous.reasons
-      var reasons = Object.keys(data.reasons).sort(function (a, b) { return data.reasons[b] - data.reasons[a] || (a < b ? -1 : 1) })
-        .map(function (name) { return row([name, perSecond(data.reasons[name], earlier[name], seconds), whole(data.reasons[name])], name, 'data-reason') })
-      fill('reasons', reasons, 'No refusal yet.', 3)
-    }
+    var earlier = previous === null ? {} : previous.reasons
+    var reasons = Object.keys(data.reasons).sort(function (a, b) { return data.reasons[b] - data.reasons[a] || (a < b ? -1 : 1) })
+      .map(function (name) { return row([name, perSecond(data.reasons[name], earlier[name], seconds), whole(data.reasons[name])], name, 'data-reason') })
+    fill('reasons', reasons, 'No route can refuse a request.', 3)
     if (data.offenders === null) {
       fill('offenders', [], 'This version of the plugin keeps no offenders.', 2)
     } else {

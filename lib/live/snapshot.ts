@@ -1,7 +1,7 @@
 import type { GateCounters } from '../metrics/counters.js'
 import type { LimitSample } from './history.js'
 
-/** Refusals by reason, as `stats()` counts them when it does (`limited`, `shed`, a pressure signal…). */
+/** Refusals by reason — which step refused: `in-flight`, `quota:default`, `pressure:eventLoopDelay`… — as `stats()` counts them. */
 export type ReasonCounts = Readonly<Record<string, number>>
 
 /** A client refused often over the last minute, by its key as `stats()` tells it (a digest unless raw keys were asked for). */
@@ -10,11 +10,11 @@ export interface Offender {
   readonly refused: number
 }
 
-/** What the page reads of `app.admission.stats()`; `reasons` and `offenders` only where the stats have them. */
+/** What the page reads of `app.admission.stats()`; `offenders` only where the stats keep them. */
 export interface LiveStats extends GateCounters {
   readonly limit: number | false
-  readonly routes: Readonly<Record<string, GateCounters & { readonly reasons?: ReasonCounts }>>
-  readonly reasons?: ReasonCounts
+  readonly routes: Readonly<Record<string, GateCounters & { readonly reasons: ReasonCounts }>>
+  readonly reasons: ReasonCounts
   readonly offenders?: readonly Offender[]
 }
 
@@ -25,7 +25,7 @@ export interface LiveRoute {
   readonly shed: number
   readonly unavailable: number
   readonly inFlight: number
-  readonly reasons: ReasonCounts | null
+  readonly reasons: ReasonCounts
 }
 
 /** The JSON of `<path>/data`: one snapshot of the gate; the page polls it every second. */
@@ -43,8 +43,8 @@ export interface LiveSnapshot extends LiveRoute {
 }
 
 // The counters the page shows; the others (`allowed`, `wouldLimit`…) stay in `stats()`.
-function route ({ admitted, limited, shed, unavailable, inFlight, reasons }: GateCounters & { readonly reasons?: ReasonCounts }): LiveRoute {
-  return { admitted, limited, shed, unavailable, inFlight, reasons: reasons ?? null }
+function route ({ admitted, limited, shed, unavailable, inFlight, reasons }: GateCounters & { readonly reasons: ReasonCounts }): LiveRoute {
+  return { admitted, limited, shed, unavailable, inFlight, reasons }
 }
 
 /** The page's data: the counters it shows, copied out of `stats()`, and the limit's last minute. */

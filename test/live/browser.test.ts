@@ -2,7 +2,7 @@
 // (/usr/bin/chromium, or CHROMIUM_PATH), driven by playwright-core, against a real server on a
 // loopback port. The page loads with no console error and no failed request, draws the gate's
 // numbers, and they change under traffic (limited and shed refusals of a small gate); a client's
-// raw key never reaches the page. Waits are for what the page shows, never for a fixed time.
+// raw key never reaches the page; the refusals show under their reasons. Waits are for what the page shows, never for a fixed time.
 // Without the browser the test is skipped, saying why: the rest of the page's behaviour is
 // covered without it (live-page.test.ts, loopback.test.ts).
 import t from 'tap'
@@ -66,7 +66,8 @@ t.test('the page in Chromium: no console error, its numbers change under traffic
   t.ok(points.split(' ').length >= 1, 'the chart draws the in-flight line')
   const text = await page.evaluate(() => document.body.innerText)
   t.notOk(text.includes(SECRET_KEY), 'the client\'s raw key is not on the page')
-  const reasons = await page.$$eval('#reasons tr', (rows) => rows.map((row) => row.textContent ?? ''))
-  t.ok(reasons.length > 0, `the reasons table: ${reasons.join(' | ')}`)
+  const reason = (name: string): Promise<string | undefined> => page.$$eval(`tr[data-reason="${name}"] td`, (tds) => tds.at(-1)?.textContent ?? undefined)
+  t.equal(await reason('quota:default'), '2', 'refusals by reason: two by the quota')
+  t.equal(await reason('in-flight'), '2', 'two by the full in-flight gate')
   t.same(problems, [], 'no console error, no page error, no failed request')
 })

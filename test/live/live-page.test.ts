@@ -66,8 +66,10 @@ t.test('the data: the counters per route and in total, the limit, its last minut
   t.match(full.routes['GET /'], { admitted: 2, limited: 1, shed: 1, unavailable: 0, inFlight: 0 })
   t.match(full.routes['GET /hold'], { admitted: 2, inFlight: 2 })
   t.notOk(Object.keys(full.routes).some((name) => name.includes('/admission/live')), 'the live routes are not gated routes: not in the counters')
+  t.match(full.reasons, { 'in-flight': 1, 'quota:default': 1 }, 'refusals by reason: which step refused')
+  t.match(full.routes['GET /']!.reasons, { 'in-flight': 1, 'quota:default': 1 }, 'per route too')
   const stats = app.admission.stats() as unknown as Record<string, unknown>
-  t.same(full.reasons, stats.reasons ?? null, 'reasons as the stats count them, null where they count none')
+  t.same(full.reasons, stats.reasons, 'reasons as the stats count them')
   t.same(full.offenders, stats.offenders ?? null, 'offenders as the stats keep them, null where they keep none')
   for (const held of holds) held.release()
   await Promise.all([first, second])
