@@ -40,7 +40,7 @@ export function exposeLivePage (fastify: FastifyInstance, settings: LiveSettings
   if (settings.auth === undefined) requireLoopbackListen(fastify.server, settings.path)
   const allowed = admits(settings.auth)
   const config: Record<string | symbol, unknown> = { [UNGATED]: true }
-  const declare = (url: string, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>, quiet: boolean): void => {
+  const serve = (url: string, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>, quiet: boolean): void => {
     try {
       // The data is polled every second by each open page: its request lines are logged only at warn.
       fastify.route({ method: 'GET', url, config, handler, ...(quiet ? { logLevel: 'warn' } : {}) })
@@ -51,12 +51,12 @@ export function exposeLivePage (fastify: FastifyInstance, settings: LiveSettings
       throw taken
     }
   }
-  declare(settings.path, async function admissionLivePage (request, reply) {
+  serve(settings.path, async function admissionLivePage (request, reply) {
     if (!await allowed(request, reply)) return refuse(reply)
     reply.headers({ 'content-type': 'text/html; charset=utf-8', 'content-security-policy': PAGE_CSP, 'x-content-type-options': 'nosniff', 'cache-control': 'no-store', 'referrer-policy': 'no-referrer' })
     return PAGE_HTML
   }, false)
-  declare(`${settings.path}/data`, async function admissionLiveData (request, reply) {
+  serve(`${settings.path}/data`, async function admissionLiveData (request, reply) {
     if (!await allowed(request, reply)) return refuse(reply)
     reply.header('cache-control', 'no-store')
     return snapshotOf(source.stats(), history.samples(), Date.now())

@@ -173,3 +173,15 @@ t.test('without auth, a request that came in on an address other than loopback i
     t.equal((await app.inject({ url })).statusCode, 200, `${url}: inject, from the process itself`)
   }
 })
+
+t.test('the data, polled every second by each open page, is not in the request log; the page is', async (t) => {
+  const lines: Array<{ msg?: string, req?: { url?: string } }> = []
+  const stream = { write: (line: string) => { lines.push(JSON.parse(line) as { msg?: string }) } }
+  const app = Fastify({ logger: { level: 'info', stream } })
+  t.teardown(() => app.close())
+  await app.register(admission, { live: true })
+  await app.inject('/admission/live/data')
+  t.same(lines.filter((line) => line.msg === 'incoming request'), [], 'no line for the data')
+  await app.inject('/admission/live')
+  t.equal(lines.filter((line) => line.msg === 'incoming request' && line.req?.url === '/admission/live').length, 1, 'the page\'s request is logged')
+})
