@@ -3,6 +3,7 @@
 // first reading, so the difference is the registry alone.
 import { createRequire } from 'node:module'
 import { tokenBucketLimiter } from './limiter.js'
+import { used } from './heap.js'
 
 export interface MemoryResult {
   store: string
@@ -38,15 +39,6 @@ function storeOf (name: string, n: number): Store {
     return { add (key) { store.incr(key, ignore, 60_000, 100) }, size: () => store.lru.size }
   }
   throw new Error(`unknown store ${name}`)
-}
-
-const gc = (globalThis as { gc?: () => void }).gc
-if (gc === undefined) throw new Error('run with node --expose-gc')
-
-function used (): number {
-  gc!(); gc!()
-  const m = process.memoryUsage()
-  return m.heapUsed + m.arrayBuffers
 }
 
 // A fresh string per call, as `request.ip` is per connection: nothing but the store keeps it.

@@ -32,6 +32,7 @@ import { ClientSlots } from './release/client-slots.js'
 import { permitField, Slots } from './release/slots.js'
 import { LongLivedConnections } from './release/long-lived.js'
 import { HeldPermits } from './release/held-permits.js'
+import { Offenders } from './offenders.js'
 import { encloses, outerGates, routeRecord, see, unseenRoutes, type RouteRecord } from './route-record.js'
 import type { AdmissionStats } from './stats.js'
 import { RouteWiring } from './wiring.js'
@@ -87,8 +88,9 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   // Off unless asked for: no timer, no sampler, and no step in any plan.
   const pressure = settings.pressure === undefined && settings.queueDelay === undefined ? undefined : new Pressure(fastify, settings.pressure, settings.queueDelay)
   const retries: RetryCounters | undefined = settings.retries === undefined ? undefined : { admitted: 0, shed: 0 }
+  const offenders = settings.offenders === undefined ? undefined : new Offenders(settings.offenders, settings.keyDigest)
   const planner = new Planner({
-    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries, offenders: undefined },
+    outcomes: { global, slots, longLivedLimit: longLived.limit, log: fastify.log, registration: address, limitStatusCode: settings.limitStatusCode, onLimit: settings.onLimit, onShed: settings.onShed, expose: browserExposure(exposedNames(settings.headerFormats)), retries, offenders: offenders?.refused },
     slots,
     longLived,
     globalGate: settings.maxInFlight !== false,
@@ -119,7 +121,8 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
 
   const toKey = settings.key === undefined ? (key: string) => clientKey(key, settings.ipv6Subnet) : gateKey
   const counted = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit, retries)
-  const stats = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
+  const pressured = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
+  const stats = offenders === undefined ? pressured : () => ({ ...pressured(), offenders: offenders.list() })
   if (settings.live !== undefined) exposeLivePage(fastify, settings.live, { stats, limit: () => slots.limit, inFlight: () => global.inFlight })
   decorateAdmission(fastify, Object.freeze({
     address,

@@ -23,10 +23,24 @@ export interface AdmissionStats extends GateCounters {
   /** With `pressure` or `queueDelay`: the requests shed by each signal (also in `shed`), and those given to `pressureHandler`. */
   pressure?: PressureCounts
   /**
+   * With `offenders` (the default): the clients refused most for what they did (their quota, their
+   * in-flight limit) over the last minute, most first, at most `offenders.top` (20). Each key is its
+   * digest (the `pk` its client is sent, with `headers.partitionKey`) unless `offenders.rawKeys`.
+   */
+  offenders?: Offender[]
+  /**
    * With `retries` (the default): admissions and sheds by attempt kind — `retries` for requests whose
    * attempt header said 2 or more, `first` for the rest of `admitted` and `shed`.
    */
   attempts?: { first: AttemptCounts, retries: AttemptCounts }
+}
+
+/** A client among the top offenders. */
+export interface Offender {
+  /** Its key's digest (`:…:`, as `pk`), or the key itself with `offenders.rawKeys`. */
+  key: string
+  /** Its refusals over the last minute: exact for a client the sketch held all along, at least this many otherwise. */
+  refused: number
 }
 
 /** Admissions and sheds of one kind of attempt. */

@@ -4,6 +4,7 @@
  */
 export const INSTRUMENT_NAMES = Object.freeze({
   requests: 'requests',
+  refusals: 'refusals',
   activeRequests: 'active_requests',
   inFlightLimit: 'in_flight_limit',
   routeActiveRequests: 'route.active_requests',
@@ -20,6 +21,7 @@ export const ATTRIBUTES = Object.freeze({
   registration: 'fastify.admission.registration',
   route: 'fastify.admission.route',
   outcome: 'fastify.admission.outcome',
+  reason: 'fastify.admission.reason',
   policy: 'fastify.admission.policy',
   httpRoute: 'http.route'
 })

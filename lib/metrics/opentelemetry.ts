@@ -19,6 +19,7 @@ class InstrumentSet implements SharedSet {
   readonly registrations = new Set<string>()
   readonly buckets: readonly number[]
   readonly requests: MeterObservable
+  readonly refusals: MeterObservable
   readonly activeRequests: MeterObservable
   readonly inFlightLimit: MeterObservable
   readonly routeActiveRequests: MeterObservable
@@ -35,6 +36,10 @@ class InstrumentSet implements SharedSet {
       unit: REQUEST,
       description: 'Requests the gate decided on, by route, policy and outcome (admitted, limited, shed, unavailable: refused because the backend could not decide).'
     })
+    this.refusals = meter.createObservableCounter(prefix + names.refusals, {
+      unit: REQUEST,
+      description: 'Requests the gate refused, by route and reason: which step refused (in-flight, quota:<policy>, pressure:<signal>…; every reason the route can refuse for, from 0).'
+    })
     this.activeRequests = meter.createObservableUpDownCounter(prefix + names.activeRequests, { unit: REQUEST, description: 'Requests holding an in-flight permit of the registration.' })
     this.inFlightLimit = meter.createObservableGauge(prefix + names.inFlightLimit, {
       unit: REQUEST,
@@ -46,7 +51,7 @@ class InstrumentSet implements SharedSet {
       unit: '{error}',
       description: 'Rate-limit decisions the backend could not make (down, slow, conflicting policy, memory full of live state), by route; each answered by onBackendError.'
     })
-    this.observables = [this.requests, this.activeRequests, this.inFlightLimit, this.routeActiveRequests, this.routeInFlightLimit, this.backendErrors]
+    this.observables = [this.requests, this.refusals, this.activeRequests, this.inFlightLimit, this.routeActiveRequests, this.routeInFlightLimit, this.backendErrors]
     this.duration = meter.createHistogram(prefix + names.decisionDuration, {
       unit: 's',
       description: 'Time from asking the rate-limit backend to its answer or failure, for backends that decide by round trip (Redis; memory decides synchronously and is not timed).',
@@ -79,6 +84,7 @@ function observer (set: InstrumentSet, source: MetricsSource): MeterBatchCallbac
       // A stack's or a tiered route's several policies, in their declared order: one value per gate.
       const policy = gate.policyNames.length === 0 ? route : { ...route, [ATTRIBUTES.policy]: gate.policyNames.join(',') }
       for (const outcome of OUTCOMES) result.observe(set.requests, outcomeCount(source, counters, outcome), { ...policy, [ATTRIBUTES.outcome]: outcome })
+      for (const [reason, count] of gate.reasons) result.observe(set.refusals, count, { ...route, [ATTRIBUTES.reason]: reason })
       result.observe(set.routeActiveRequests, counters.inFlight, route)
       if (gate.maxInFlight !== 0) result.observe(set.routeInFlightLimit, gate.maxInFlight, route)
       if (gate.limiter !== undefined) result.observe(set.backendErrors, counters.unavailable, policy)

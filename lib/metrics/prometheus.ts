@@ -13,6 +13,7 @@ interface Rebuilt { reset (): void, inc (labels: Record<string, string>, value: 
 /** Metric names after the prefix, as docs/guides/metrics.md lists them. */
 export const METRIC_NAMES = Object.freeze({
   requests: 'requests_total',
+  refusals: 'refusals_total',
   inFlight: 'in_flight_requests',
   inFlightLimit: 'in_flight_limit_requests',
   routeInFlight: 'route_in_flight_requests',
@@ -59,6 +60,12 @@ class MetricSet implements SharedSet {
       [...ROUTE, 'outcome'], (put) => {
         each((source, gate) => {
           for (const outcome of OUTCOMES) put({ registration: source.registration, route: gate.name, outcome }, outcomeCount(source, gate.counters, outcome))
+        })
+      })
+    scraped(prom.Counter, METRIC_NAMES.refusals, 'Requests the gate refused, by route and reason: which step refused (in-flight, quota:<policy>, pressure:<signal>…; every reason the route can refuse for, from 0).',
+      [...ROUTE, 'reason'], (put) => {
+        each((source, gate) => {
+          for (const [reason, count] of gate.reasons) put({ registration: source.registration, route: gate.name, reason }, count)
         })
       })
     scraped(prom.Gauge, METRIC_NAMES.inFlight, 'Requests holding an in-flight permit of the registration.', ['registration'], (put) => {

@@ -29,6 +29,8 @@ t.test('an admitted request enters at most 8 files of lib/gate/; an opted-out ro
   for (const admitted of [byKey!, byAddress!]) {
     t.ok(admitted.gateFiles.length <= 8, `${admitted.name}: ${admitted.gateFiles.length} files of lib/gate/ (${admitted.gateFiles.join(', ')})`)
     t.ok(admitted.gateFiles.includes('lib/gate/on-request.ts') && admitted.gateFiles.includes('lib/gate/on-response.ts'), 'the count sees the gate\'s hooks')
+    // The top offenders are on by default, and kept on refusals only.
+    t.same(admitted.libFiles.filter((file) => file === 'lib/gate/offenders.ts' || file === 'lib/core/heavy-hitters.ts' || file === 'lib/metrics/reasons.ts'), [], 'nothing of the offenders\' sketch or the reasons')
   }
   t.same([optedOut!.libFiles, optedOut!.calls], [[], 0], 'the opted-out route runs no code of lib/')
 })

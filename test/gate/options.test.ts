@@ -156,6 +156,8 @@ t.test('defaults', async (t) => {
       enforce: true,
       retries: { header: 'retry-attempt', reserve: 0.1 },
       clientInFlight: false,
+      keyDigest: undefined,
+      offenders: { top: 20, rawKeys: false },
       live: undefined
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
@@ -185,6 +187,7 @@ t.test('every option, valid', async (t) => {
     onLimit,
     retries: { header: 'X-Attempt', reserve: 0.25 },
     clientInFlight: 4,
+    offenders: { top: 5, rawKeys: true },
     live: { path: '/ops/live' }
   })
   t.strictSame({ ...s, rateLimit: { ...s.rateLimit } }, {
@@ -217,6 +220,8 @@ t.test('every option, valid', async (t) => {
     enforce: true,
     retries: { header: 'x-attempt', reserve: 0.25 },
     clientInFlight: 4,
+    keyDigest: undefined,
+    offenders: { top: 5, rawKeys: true },
     live: { path: '/ops/live', auth: undefined }
   })
   t.equal(s.key, key)
@@ -310,7 +315,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, live, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, offenders, live, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {

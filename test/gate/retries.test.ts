@@ -127,7 +127,7 @@ t.test('while queueing delay stands a retry is shed whatever its age; a first at
   const retry = await get(port, '/', RETRY)
   t.equal(retry.status, 503, 'a retry: shed')
   t.equal(retry.headers['retry-after'], '1', "the queue's Retry-After")
-  t.match(app.admission.stats(), { attempts: { retries: { shed: 1, admitted: 0 } }, pressure: { shed: { queueDelay: 1 } } })
+  t.match(app.admission.stats(), { attempts: { retries: { shed: 1, admitted: 0 } }, pressure: { shed: { queueDelay: 1 } }, reasons: { 'queue-delay': 1 } })
 })
 
 t.test('options: a header of its own keeps the default reserve', async (t) => {

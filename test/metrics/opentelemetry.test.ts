@@ -3,54 +3,14 @@ import { readFileSync } from 'node:fs'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { metrics as otel } from '@opentelemetry/api'
 import {
-  AggregationTemporality, DataPointType, InMemoryMetricExporter, MeterProvider, MetricReader, PeriodicExportingMetricReader,
-  type DataPoint, type Histogram, type MetricData, type ResourceMetrics
+  AggregationTemporality, DataPointType, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader,
+  type Histogram, type MetricData
 } from '@opentelemetry/sdk-metrics'
 import admission, { type AdmissionOptions } from '../../lib/index.js'
 import type { MetricsMeter } from '../../lib/metrics/meter.js'
 import type { Teardown } from '../helpers/http.js'
+import { byName, collect, pointsOf, sdk, TestReader, valueIn } from '../helpers/opentelemetry.js'
 import { childSequence, decision, flakyBackend, flakyStatuses, heldSequence, metricsApp, scriptedBackend, threeHeld, twoRoots } from '../helpers/metrics.js'
-
-/** A reader that exports nothing on its own: the test collects when it wants to look. */
-class TestReader extends MetricReader {
-  protected override async onForceFlush (): Promise<void> {}
-  protected override async onShutdown (): Promise<void> {}
-}
-
-/** A MeterProvider of its own and its reader (never the global one). */
-function sdk (): { provider: MeterProvider, reader: TestReader } {
-  const reader = new TestReader()
-  return { provider: new MeterProvider({ readers: [reader] }), reader }
-}
-
-/** The instruments as a collection reports them, by name. */
-function byName (resourceMetrics: ResourceMetrics): Map<string, MetricData> {
-  const found = new Map<string, MetricData>()
-  for (const scope of resourceMetrics.scopeMetrics) for (const metric of scope.metrics) found.set(metric.descriptor.name, metric)
-  return found
-}
-
-async function collect (reader: MetricReader): Promise<Map<string, MetricData>> {
-  const { resourceMetrics, errors } = await reader.collect()
-  if (errors.length > 0) throw new AggregateError(errors, 'the collection failed')
-  return byName(resourceMetrics)
-}
-
-/** The data points of `name` whose attributes include `attributes`. */
-function pointsOf (metrics: Map<string, MetricData>, name: string, attributes: Record<string, string> = {}): Array<DataPoint<unknown>> {
-  const metric = metrics.get(name)
-  if (metric === undefined) return []
-  const wanted = Object.entries(attributes)
-  return (metric.dataPoints as Array<DataPoint<unknown>>).filter((point) => wanted.every(([k, v]) => point.attributes[k] === v))
-}
-
-/** The value of the one point of `name` whose attributes include `attributes`; undefined when there is none. */
-function valueIn (metrics: Map<string, MetricData>, name: string, attributes: Record<string, string> = {}): unknown {
-  const found = pointsOf(metrics, name, attributes)
-  if (found.length === 0) return undefined
-  if (found.length > 1) throw new Error(`${found.length} points of ${name} match ${JSON.stringify(attributes)}`)
-  return found[0]!.value
-}
 
 const P = 'fastify.admission.'
 const REGISTRATION = 'fastify.admission.registration'
@@ -76,6 +36,7 @@ t.test('instruments: names, kinds and units in the aspnetcore.rate_limiting styl
   const described = Object.fromEntries([...m.values()].map((metric) => [metric.descriptor.name, [kind(metric), metric.descriptor.unit]]))
   t.same(described, {
     [`${P}requests`]: ['counter', '{request}'],
+    [`${P}refusals`]: ['counter', '{request}'],
     [`${P}active_requests`]: ['up-down counter', '{request}'],
     [`${P}in_flight_limit`]: ['GAUGE', '{request}'],
     [`${P}route.active_requests`]: ['up-down counter', '{request}'],

@@ -1,4 +1,5 @@
-import type { PartitionKey } from '../headers/partition-key.js'
+import type { KeyDigest, PartitionKey } from '../headers/partition-key.js'
+import type { OffendersOptions, OffendersSettings } from './offenders-option.js'
 import type { HeaderFormat } from '../headers/header-formats.js'
 
 export type { HeaderFormat }
@@ -238,6 +239,11 @@ export interface AdmissionOptions {
    */
   clientInFlight?: number | false
   /**
+   * The clients refused most over the last minute, in `stats().offenders` (docs/guides/offenders.md):
+   * on by default (`{ top: 20 }`, keys as digests); `{ top, rawKeys }`; `false`: off.
+   */
+  offenders?: boolean | OffendersOptions
+  /**
    * A live page of the gate's traffic, off by default: `GET /admission/live` (or `{ path }`), one
    * HTML page with no external asset that updates every second, and its JSON at `<path>/data`.
    * Without `auth` the server must listen on loopback only (docs/guides/live-page.md).
@@ -292,6 +298,8 @@ export interface Settings {
   readonly headerFormats: readonly HeaderFormat[]
   /** `pk` of the client's key, when `headers.partitionKey` asks for it. */
   readonly partitionKey: PartitionKey | undefined
+  /** The digest `pk` carries, when `headers.partitionKey` asks for it. */
+  readonly keyDigest: KeyDigest | undefined
   readonly key: ((request: FastifyRequest) => string) | undefined
   readonly ipv6Subnet: number
   /** The backend given, or undefined for the default memory backend. */
@@ -305,5 +313,6 @@ export interface Settings {
   readonly metrics: MetricsSettings | undefined
   readonly retries: RetrySettings | undefined
   readonly clientInFlight: number | false
+  readonly offenders: OffendersSettings | undefined
   readonly live: LiveSettings | undefined
 }

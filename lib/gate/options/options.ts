@@ -1,6 +1,6 @@
 import type { FastifyRequest } from 'fastify'
 import type { Policy } from '../../core/rates/types.js'
-import { partitionKeyOption, type PartitionKey } from '../headers/partition-key.js'
+import { partitionKeyOf, partitionKeyOption, type KeyDigest, type PartitionKey } from '../headers/partition-key.js'
 import { AdmissionOptionError } from '../errors.js'
 import type { RatesBackend } from '../../rates/backend.js'
 import { capacityOfLimits, isTiers, limitsOption, type Limits } from './limits.js'
@@ -16,6 +16,7 @@ import { inFlightOption, priorityOption, routeInFlightOption } from './in-flight
 import { allowListOption, pluginAllowListOption } from './allow-list.js'
 import { refusalOption } from './refusal-options.js'
 import { retriesOption } from './retries-option.js'
+import { offendersOption } from './offenders-option.js'
 import { REMOVED_HINTS } from './removed-options.js'
 import { builderOption } from './error-response.js'
 import { booleanOption, groupIdOption, hookOption, skipsSheddingOption } from './route-choices.js'
@@ -28,7 +29,7 @@ export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
 const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived', 'clientInFlight'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight', 'live'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight', 'offenders', 'live'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -131,8 +132,8 @@ const DEFAULT_FORMATS: readonly HeaderFormat[] = Object.freeze(['draft-11'])
 const NO_FORMATS: readonly HeaderFormat[] = Object.freeze([])
 
 /** `headers`: on (the default: draft 11's fields), off, or an object that says which formats and whether with `pk` (`{ format, partitionKey }`). */
-function headersOption (value: unknown): { headers: boolean, formats: readonly HeaderFormat[], partitionKey: PartitionKey | undefined } {
-  if (value === undefined || value === true || value === false) return { headers: value !== false, formats: value === false ? NO_FORMATS : DEFAULT_FORMATS, partitionKey: undefined }
+function headersOption (value: unknown): { headers: boolean, formats: readonly HeaderFormat[], partitionKey: PartitionKey | undefined, keyDigest: KeyDigest | undefined } {
+  if (value === undefined || value === true || value === false) return { headers: value !== false, formats: value === false ? NO_FORMATS : DEFAULT_FORMATS, partitionKey: undefined, keyDigest: undefined }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new AdmissionOptionError('headers', HEADERS_EXPECTED, value)
   const input = exactObject(complain, 'headers', value, HEADERS_SHAPE)
   // An object says something: `{}` is a typo for a key, not a way to write `true`.
@@ -141,7 +142,8 @@ function headersOption (value: unknown): { headers: boolean, formats: readonly H
   if (input.partitionKey !== undefined && input.partitionKey !== false && !formats.includes('draft-11')) {
     throw new AdmissionOptionError('headers.partitionKey', "false or absent unless the formats include 'draft-11' (pk is a parameter of its RateLimit field)", undefined, { got: `a partitionKey with the formats ${formats.join(', ')}` })
   }
-  return { headers: true, formats, partitionKey: input.partitionKey === undefined ? undefined : partitionKeyOption(input.partitionKey) }
+  const digest = input.partitionKey === undefined ? undefined : partitionKeyOption(input.partitionKey)
+  return { headers: true, formats, partitionKey: digest === undefined ? undefined : partitionKeyOf(digest), keyDigest: digest }
 }
 
 /** The plugin's options, checked once at registration. */
@@ -149,7 +151,7 @@ export function validateOptions (options: unknown): Settings {
   const input = exactObject(complain, 'options', options ?? {}, OPTIONS_SHAPE)
   const rateLimit = input.rateLimit === undefined ? DEFAULT_RATE_LIMIT : ratePolicy('rateLimit', inherited('rateLimit', input.rateLimit, false))
   const refusal = refusalOption(input.refusal)
-  const { headers, formats, partitionKey } = headersOption(input.headers)
+  const { headers, formats, partitionKey, keyDigest } = headersOption(input.headers)
   const ipv6Subnet = input.ipv6Subnet === undefined ? DEFAULT_IPV6_SUBNET : positiveInteger('ipv6Subnet', input.ipv6Subnet)
   if (ipv6Subnet > 128) throw new AdmissionOptionError('ipv6Subnet', 'a prefix length from 1 to 128', ipv6Subnet)
   const inFlight = inFlightOption('maxInFlight', input.maxInFlight)
@@ -172,6 +174,7 @@ export function validateOptions (options: unknown): Settings {
     headers,
     headerFormats: formats,
     partitionKey,
+    keyDigest,
     key,
     ipv6Subnet,
     backend: backendOption(input.backend),
@@ -185,6 +188,7 @@ export function validateOptions (options: unknown): Settings {
     metrics: metricsOption(input.metrics),
     retries: retriesOption(input.retries),
     clientInFlight: boundOrFalse('clientInFlight', input.clientInFlight),
+    offenders: offendersOption(input.offenders),
     live: liveOption(input.live)
   })
 }

@@ -74,6 +74,7 @@ t.test('the share is a local limit: requests beyond it are shed, with no Redis c
   await until(() => app.admission.stats().inFlight === 2)
   const shed = await app.inject('/slow')
   t.equal(shed.statusCode, 503, 'the third is shed: the share is 2')
+  t.equal(app.admission.stats().reasons['fleet-in-flight'], 1, 'by the fleet\'s share')
   t.ok(Number(shed.headers['retry-after']) >= 1)
   release.resolve()
   t.same((await Promise.all(held)).map((r) => r.statusCode), [200, 200])
