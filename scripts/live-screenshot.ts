@@ -1,6 +1,6 @@
 // The live page's picture in the docs (docs/images/live-page.png), taken in headless Chromium
-// from a server under a made-up load: an adaptive in-flight limit, two routes, ten clients and
-// one that sends far more than its quota. Run it after a change to the page:
+// from a server under a made-up load: an adaptive in-flight limit, three routes, some forty
+// clients within their quota and two scrapers far beyond theirs. Run it after a change to the page:
 //
 //   node --import tsx scripts/live-screenshot.ts                 # ~40 s of traffic, then the picture
 //   LIVE_SECONDS=20 LIVE_OUT=/tmp/live.png node --import tsx scripts/live-screenshot.ts
@@ -19,7 +19,7 @@ const OUT = process.env.LIVE_OUT ?? 'docs/images/live-page.png'
 const app = Fastify()
 await app.register(admission, {
   maxInFlight: { adaptive: true, min: 4, max: 60, initial: 24 },
-  rateLimit: { limit: 600, windowMs: 60_000 },
+  rateLimit: { limit: 900, windowMs: 60_000 },
   key: (request) => String(request.headers['x-api-key'] ?? request.ip),
   live: true
 })
@@ -39,14 +39,15 @@ app.get('/api/search', async () => await work(20))
 app.post('/api/checkout', async () => await work(10))
 const url = await app.listen({ port: 0, host: '127.0.0.1' })
 
-const clients = [...Array.from({ length: 10 }, (_, i) => `key-${i}`), 'scraper-4f2a']
+const scrapers = ['scraper-4f2a', 'scraper-9c01']
 const paths = ['/api/orders', '/api/orders', '/api/search', '/api/checkout']
 let stop = false
 let active = 0
-// A client loop: one request after another while it is among the active ones; the scraper with
-// no pause, the others with a short one.
+// A client loop: one request after another while it is among the active ones. Every sixth is a
+// scraper's, with hardly a pause (two keys share them: their quota of 900 a minute runs out); the others
+// each have a key of their own and pause between requests, well within it.
 async function client (id: number): Promise<void> {
-  const key = clients[id % clients.length]!
+  const key = id % 6 === 5 ? scrapers[Math.floor(id / 6) % 2]! : `key-${id}`
   for (let n = 0; !stop; n++) {
     if (id >= active) {
       await sleep(100)
@@ -54,7 +55,7 @@ async function client (id: number): Promise<void> {
     }
     const path = paths[(id + n) % paths.length]!
     await fetch(`${url}${path}`, { method: path === '/api/checkout' ? 'POST' : 'GET', headers: { 'x-api-key': key } }).then((res) => res.arrayBuffer(), () => undefined)
-    if (!key.startsWith('scraper')) await sleep(20 + (n % 7) * 5)
+    await sleep(key.startsWith('scraper') ? 2 : 40 + (n % 7) * 10)
   }
 }
 
@@ -63,11 +64,10 @@ const page = await browser.newPage({ viewport: { width: 1000, height: 760 }, dev
 await page.goto(`${url}/admission/live`)
 const loops: Array<Promise<void>> = []
 const started = Date.now()
-// The load rises for the first half, then falls: the limit and the refusals move with it.
+// The load rises for 60 % of the time, then falls by half: the limit and the refusals move with it.
 while (Date.now() - started < SECONDS * 1000) {
-  const half = SECONDS * 500
-  const elapsed = Date.now() - started
-  active = Math.round(8 + 40 * (elapsed < half ? elapsed / half : Math.max(0, 2 * half - elapsed) / half))
+  const share = (Date.now() - started) / (SECONDS * 1000)
+  active = Math.round(8 + 40 * (share < 0.6 ? share / 0.6 : 1 - (share - 0.6) * 1.25))
   while (loops.length < active) loops.push(client(loops.length))
   await sleep(500)
 }

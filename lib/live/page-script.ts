@@ -88,7 +88,7 @@ export const PAGE_SCRIPT = String.raw`
       .map(function (name) { return row([name, perSecond(data.reasons[name], earlier[name], seconds), whole(data.reasons[name])], name, 'data-reason') })
     fill('reasons', reasons, 'No route can refuse a request.', 3)
     if (data.offenders === null) {
-      fill('offenders', [], 'This version of the plugin keeps no offenders.', 2)
+      fill('offenders', [], 'Not kept (offenders: false).', 2)
     } else {
       fill('offenders', data.offenders.map(function (o) { return row([o.key, whole(o.refused)], o.key, 'data-key') }), 'No client refused in the last minute.', 2)
     }

@@ -10,7 +10,7 @@ export interface Offender {
   readonly refused: number
 }
 
-/** What the page reads of `app.admission.stats()`; `offenders` only where the stats keep them. */
+/** What the page reads of `app.admission.stats()`; `offenders` unless they are off (`offenders: false`). */
 export interface LiveStats extends GateCounters {
   readonly limit: number | false
   readonly routes: Readonly<Record<string, GateCounters & { readonly reasons: ReasonCounts }>>
@@ -38,7 +38,7 @@ export interface LiveSnapshot extends LiveRoute {
   readonly routes: Readonly<Record<string, LiveRoute>>
   /** The limit and the requests in flight, sampled each second over the last minute, oldest first. */
   readonly history: readonly LimitSample[]
-  /** The clients refused most over the last minute; null where the stats keep none. */
+  /** The clients refused most over the last minute; null with `offenders: false`. */
   readonly offenders: readonly Offender[] | null
 }
 

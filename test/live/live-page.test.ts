@@ -68,9 +68,11 @@ t.test('the data: the counters per route and in total, the limit, its last minut
   t.notOk(Object.keys(full.routes).some((name) => name.includes('/admission/live')), 'the live routes are not gated routes: not in the counters')
   t.match(full.reasons, { 'in-flight': 1, 'quota:default': 1 }, 'refusals by reason: which step refused')
   t.match(full.routes['GET /']!.reasons, { 'in-flight': 1, 'quota:default': 1 }, 'per route too')
-  const stats = app.admission.stats() as unknown as Record<string, unknown>
+  const stats = app.admission.stats()
   t.same(full.reasons, stats.reasons, 'reasons as the stats count them')
-  t.same(full.offenders, stats.offenders ?? null, 'offenders as the stats keep them, null where they keep none')
+  t.same(full.offenders, stats.offenders, 'offenders as the stats keep them')
+  t.equal(full.offenders!.length, 1, 'the client refused by its quota (a shed request counts for nobody)')
+  t.match(full.offenders![0], { key: /^:[A-Za-z0-9+/]+=*:$/, refused: 1 }, 'its key as a digest')
   for (const held of holds) held.release()
   await Promise.all([first, second])
 })
@@ -102,6 +104,25 @@ t.test('the limit is sampled every second: the history grows to a minute, oldest
   }
   t.ok(snapshot.history[0]!.time < snapshot.history[1]!.time, 'oldest first')
   t.type(snapshot.history[1]!.limit, 'number', 'the adaptive limit\'s value')
+})
+
+t.test('offenders: raw keys only when the stats were told to keep them; none when they are off', async (t) => {
+  const key = (request: { headers: Record<string, unknown> }): string => String(request.headers['x-client'])
+  for (const offenders of [undefined, { rawKeys: true }, false] as const) {
+    const { app } = await appWith({ rateLimit: { limit: 1, windowMs: 60_000 }, key, offenders, live: true })
+    t.teardown(() => app.close())
+    for (let i = 0; i < 3; i++) await app.inject({ url: '/', headers: { 'x-client': 'secret-api-key' } })
+    const res = await app.inject('/admission/live/data')
+    const snapshot = res.json() as LiveSnapshot
+    if (offenders === false) {
+      t.equal(snapshot.offenders, null, 'offenders: false — none kept, none shown')
+    } else if (offenders === undefined) {
+      t.match(snapshot.offenders, [{ key: /^:.+:$/, refused: 2 }], 'by default a digest')
+      t.notMatch(res.body, /secret-api-key/, 'the raw key nowhere in the data')
+    } else {
+      t.same(snapshot.offenders, [{ key: 'secret-api-key', refused: 2 }], 'rawKeys: true — the key itself')
+    }
+  }
 })
 
 t.test('without a global in-flight limit: limit null', async (t) => {
