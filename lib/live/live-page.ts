@@ -30,14 +30,6 @@ export const SAMPLE_MS = 1000
  */
 export function exposeLivePage (fastify: FastifyInstance, settings: LiveSettings, source: LiveSource): void {
   const history = new LimitHistory()
-  const sample = (): void => {
-    const limit = source.limit()
-    history.add({ time: Date.now(), limit: limit === false || limit === 0 ? null : limit, inFlight: source.inFlight() })
-  }
-  sample()
-  const timer = setInterval(sample, SAMPLE_MS).unref()
-  fastify.addHook('onClose', (_instance, done) => { clearInterval(timer); done() })
-  if (settings.auth === undefined) requireLoopbackListen(fastify.server, settings.path)
   const allowed = admits(settings.auth)
   const config: Record<string | symbol, unknown> = { [UNGATED]: true }
   const serve = (url: string, handler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>, quiet: boolean): void => {
@@ -61,6 +53,15 @@ export function exposeLivePage (fastify: FastifyInstance, settings: LiveSettings
     reply.header('cache-control', 'no-store')
     return snapshotOf(source.stats(), history.samples(), Date.now())
   }, true)
+  // Only once both routes are declared: a registration that failed leaves no timer and no check.
+  const sample = (): void => {
+    const limit = source.limit()
+    history.add({ time: Date.now(), limit: limit === false || limit === 0 ? null : limit, inFlight: source.inFlight() })
+  }
+  sample()
+  const timer = setInterval(sample, SAMPLE_MS).unref()
+  fastify.addHook('onClose', (_instance, done) => { clearInterval(timer); done() })
+  if (settings.auth === undefined) requireLoopbackListen(fastify.server, settings.path)
 }
 
 /**
