@@ -74,3 +74,26 @@ t.test('the page in Chromium: no console error, its numbers change under traffic
   t.equal(await reason('in-flight'), '2', 'two by the full in-flight gate')
   t.same(problems, [], 'no console error, no page error, no failed request')
 })
+
+t.test('a key that is HTML is shown as text, never made an element', { skip: existsSync(CHROMIUM) ? false : `no Chromium at ${CHROMIUM}` }, async (t) => {
+  const { chromium } = await import('playwright-core')
+  const app = Fastify()
+  await app.register(admission, { rateLimit: { limit: 1, windowMs: 60_000 }, key: (request) => String(request.headers['x-client']), offenders: { rawKeys: true }, live: true })
+  app.get('/', async () => 'ok')
+  const url = await app.listen({ port: 0, host: '127.0.0.1' })
+  t.teardown(() => app.close())
+  const hostile = '<img src=x onerror="document.title=\'owned\'"><b>bold</b>'
+  for (let i = 0; i < 2; i++) await fetch(`${url}/`, { headers: { 'x-client': hostile } })
+  const browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS })
+  t.teardown(() => browser.close())
+  const page = await browser.newPage()
+  const problems: string[] = []
+  page.on('console', (message) => { if (message.type() === 'error') problems.push(message.text()) })
+  page.on('pageerror', (error) => { problems.push(error.message) })
+  await page.goto(`${url}/admission/live`)
+  await page.waitForSelector('#offenders tr[data-key] td')
+  t.equal(await page.textContent('#offenders tr[data-key] td'), hostile, 'the key, character for character')
+  t.equal(await page.$$eval('img, b', (elements) => elements.length), 0, 'no element made of it')
+  t.not(await page.title(), 'owned')
+  t.same(problems, [])
+})
