@@ -42,6 +42,14 @@ await app.register(admission, { rateLimit: { limit: 100, windowMs: 60_000, penal
 // @ts-expect-error a penalty is for a single policy, not one of a list
 await app.register(admission, { rateLimit: [{ limit: 100, windowMs: 60_000, penalty: 'restart' }] })
 await app.register(named, { maxInFlight: false, rateLimit: false })
+// The live page: true, or where and for whom (auth answers a boolean, or a promise of one).
+await app.register(admission, { live: true })
+await app.register(admission, { live: { path: '/ops/admission', auth: (request, reply) => { void reply; return request.headers.authorization === 'Bearer x' } } })
+await app.register(admission, { live: { auth: async () => true } })
+// @ts-expect-error auth answers a boolean
+await app.register(admission, { live: { auth: () => 'yes' } })
+// @ts-expect-error a path is a string
+await app.register(admission, { live: { path: 7 } })
 
 // @ts-expect-error an unknown option
 await app.register(admission, { maxInflight: 3 })

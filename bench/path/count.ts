@@ -29,7 +29,8 @@ interface Case {
 const CASES: readonly Case[] = [
   { name: 'admitted (rate limit by key function, in-flight limit)', options: { maxInFlight: 100, rateLimit: { limit: 1e9, windowMs: 60_000 }, key: (request) => String(request.headers['x-id']) }, route: {}, status: 200 },
   { name: 'admitted (defaults: rate limit by address)', options: {}, route: {}, status: 200 },
-  { name: 'opted out (config.admission: false)', options: {}, route: { config: { admission: false } }, status: 200 }
+  { name: 'opted out (config.admission: false)', options: {}, route: { config: { admission: false } }, status: 200 },
+  { name: 'admitted (defaults, the live page on)', options: { live: true }, route: {}, status: 200 }
 ]
 
 export interface PathCount {

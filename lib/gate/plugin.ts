@@ -7,6 +7,7 @@ import type { Reason } from '../metrics/reasons.js'
 import { Pressure } from '../pressure/pressure.js'
 import type { DelayProbe } from '../pressure/delay-probe.js'
 import { exposeStatusRoute } from '../pressure/status-route.js'
+import { exposeLivePage } from '../live/live-page.js'
 import { decorateRates } from '../rates/decorate.js'
 import { type Rates, RatesRuntime } from '../rates/rates.js'
 import { clientKey, gateKey, keyFunction } from './client-key.js'
@@ -123,6 +124,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
   const counted = (): AdmissionStats => statsOf(global, wiring.gates.values(), backend, slots.limit, retries)
   const pressured = pressure === undefined ? counted : () => ({ ...counted(), pressure: pressure.counts() })
   const stats = offenders === undefined ? pressured : () => ({ ...pressured(), offenders: offenders.list() })
+  if (settings.live !== undefined) exposeLivePage(fastify, settings.live, { stats, limit: () => slots.limit, inFlight: () => global.inFlight })
   decorateAdmission(fastify, Object.freeze({
     address,
     stats,

@@ -157,7 +157,8 @@ t.test('defaults', async (t) => {
       retries: { header: 'retry-attempt', reserve: 0.1 },
       clientInFlight: false,
       keyDigest: undefined,
-      offenders: { top: 20, rawKeys: false }
+      offenders: { top: 20, rawKeys: false },
+      live: undefined
     })
     t.ok(Object.isFrozen(s), 'settings are frozen')
     t.equal(s.rateLimit, DEFAULT_RATE_LIMIT)
@@ -186,7 +187,8 @@ t.test('every option, valid', async (t) => {
     onLimit,
     retries: { header: 'X-Attempt', reserve: 0.25 },
     clientInFlight: 4,
-    offenders: { top: 5, rawKeys: true }
+    offenders: { top: 5, rawKeys: true },
+    live: { path: '/ops/live' }
   })
   t.strictSame({ ...s, rateLimit: { ...s.rateLimit } }, {
     maxInFlight: 512,
@@ -219,7 +221,8 @@ t.test('every option, valid', async (t) => {
     retries: { header: 'x-attempt', reserve: 0.25 },
     clientInFlight: 4,
     keyDigest: undefined,
-    offenders: { top: 5, rawKeys: true }
+    offenders: { top: 5, rawKeys: true },
+    live: { path: '/ops/live', auth: undefined }
   })
   t.equal(s.key, key)
   t.equal(s.onShed, onShed)
@@ -312,7 +315,7 @@ t.test('unknown keys are refused, at the top and in rateLimit', async (t) => {
   rateRejected(t, protoPolicy, 'rateLimit.__proto__', '__proto__', unknownKey('__proto__'))
   // The message lists what is known.
   const top = thrown(() => validateOptions({ nope: 1 })) as Error
-  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, offenders, prefix, logLevel, logSerializers \(unknown option\)/)
+  t.match(top.message, /one of maxInFlight, rateLimit, cost, hook, enforce, errorResponseBuilder, allowList, onBackendError, maxLongLived, permitWarningMs, refusal, headers, key, ipv6Subnet, backend, version, onShed, onLimit, pressure, queueDelay, metrics, retries, clientInFlight, offenders, live, prefix, logLevel, logSerializers \(unknown option\)/)
 })
 
 t.test('symbol keys are refused', async (t) => {

@@ -1,6 +1,6 @@
 // The import graph of lib/: no module imports itself through others (type-only imports count: a
 // circle of types is a circle of design), lib/core/ stands alone (it is published on its own, as
-// `fastify-admission/core`), and the gate sits on top of pressure and metrics, not beside them.
+// `fastify-admission/core`), and the gate sits on top of pressure, metrics and the live page, not beside them.
 // Every .ts file under lib/ is parsed with TypeScript's parser (so a specifier in a comment or a
 // string is not an import), its relative specifiers resolved as NodeNext does (`./x.js` is
 // `x.ts`, `./dir/index.js` is `dir/index.ts`).
@@ -205,10 +205,11 @@ function gateImports (dir: string): string[] {
   return found
 }
 
-t.test('pressure and metrics sit below the gate: they do not import lib/gate/', async (t) => {
-  for (const edge of [...gateImports('lib/pressure'), ...gateImports('lib/metrics')]) t.comment(`below the gate, importing it: ${edge}`)
+t.test('pressure, metrics and the live page sit below the gate: they do not import lib/gate/', async (t) => {
+  for (const edge of [...gateImports('lib/pressure'), ...gateImports('lib/metrics'), ...gateImports('lib/live')]) t.comment(`below the gate, importing it: ${edge}`)
   t.strictSame(gateImports('lib/pressure'), [], 'lib/pressure/ imports no lib/gate/ file')
   t.strictSame(gateImports('lib/metrics'), [], 'lib/metrics/ imports no lib/gate/ file')
+  t.strictSame(gateImports('lib/live'), [], 'lib/live/ imports no lib/gate/ file: it reads the stats it is handed')
 })
 
 t.test('lib/client/ is the client alone: of lib/ only the validation toolkit and the core, of packages only undici\'s types', async (t) => {

@@ -25,6 +25,7 @@ import type { Limits } from './limits.js'
 import type { CountMode, FailedResponse } from './login-options.js'
 import type { ChargeCallback } from './charge-option.js'
 import type { RetriesOptions, RetrySettings } from './retries-option.js'
+import type { LiveOptions, LiveSettings } from '../../live/options.js'
 
 // The shapes of the plugin's options (what an application writes) and of its settings (what
 // validation makes of them); the checks are in options.ts.
@@ -242,6 +243,12 @@ export interface AdmissionOptions {
    * on by default (`{ top: 20 }`, keys as digests); `{ top, rawKeys }`; `false`: off.
    */
   offenders?: boolean | OffendersOptions
+  /**
+   * A live page of the gate's traffic, off by default: `GET /admission/live` (or `{ path }`), one
+   * HTML page with no external asset that updates every second, and its JSON at `<path>/data`.
+   * Without `auth` the server must listen on loopback only (docs/guides/live-page.md).
+   */
+  live?: boolean | LiveOptions
 }
 
 export interface RouteSettings {
@@ -307,4 +314,5 @@ export interface Settings {
   readonly retries: RetrySettings | undefined
   readonly clientInFlight: number | false
   readonly offenders: OffendersSettings | undefined
+  readonly live: LiveSettings | undefined
 }

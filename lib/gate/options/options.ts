@@ -8,6 +8,7 @@ import { countOption, failedOption } from './login-options.js'
 import { chargeOption } from './charge-option.js'
 import { pressureSettings, queueDelaySettings } from '../../pressure/options.js'
 import { metricsOption } from '../../metrics/options.js'
+import { liveOption } from '../../live/options.js'
 import { POLICY_SHAPE } from '../../rates/policy.js'
 import { exactObject, optionalFunction as checkOptionalFunction, positiveInteger as checkPositiveInteger, stringList } from '../../validation/checks.js'
 import { HEADER_FORMATS, type HeaderFormat } from '../headers/header-formats.js'
@@ -28,7 +29,7 @@ export const DEFAULT_IPV6_SUBNET = 56
 
 const GATE_KEYS = ['maxInFlight', 'rateLimit', 'cost', 'hook', 'enforce', 'errorResponseBuilder', 'allowList', 'onBackendError'] as const
 const ROUTE_KEYS = [...GATE_KEYS, 'priority', 'groupId', 'count', 'failed', 'charge', 'longLived', 'maxLongLived', 'clientInFlight'] as const
-const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight', 'offenders'] as const
+const PLUGIN_KEYS = [...GATE_KEYS, 'maxLongLived', 'permitWarningMs', 'refusal', 'headers', 'key', 'ipv6Subnet', 'backend', 'version', 'onShed', 'onLimit', 'pressure', 'queueDelay', 'metrics', 'retries', 'clientInFlight', 'offenders', 'live'] as const
 // Keys that Fastify's own `register()` reads from the same object.
 const REGISTER_KEYS = ['prefix', 'logLevel', 'logSerializers']
 
@@ -187,7 +188,8 @@ export function validateOptions (options: unknown): Settings {
     metrics: metricsOption(input.metrics),
     retries: retriesOption(input.retries),
     clientInFlight: boundOrFalse('clientInFlight', input.clientInFlight),
-    offenders: offendersOption(input.offenders)
+    offenders: offendersOption(input.offenders),
+    live: liveOption(input.live)
   })
 }
 
