@@ -29,23 +29,35 @@ function scripted (answer: (script: string, args: string[]) => Promise<unknown>)
   }
 }
 
-async function gated (t: Test, backend: RatesBackend, options: AdmissionOptions = {}): Promise<{ app: FastifyInstance, release: () => void }> {
+/**
+ * An app whose handler holds each request until `release()`; `waiting()` counts the handlers
+ * holding now. A test releases once its requests are in the handler, not once they hold a permit:
+ * on a busy machine a request may hold its permit a while before its handler starts, and it would
+ * then wait for the next release.
+ */
+async function gated (t: Test, backend: RatesBackend, options: AdmissionOptions = {}): Promise<{ app: FastifyInstance, release: () => void, waiting: () => number }> {
   const app = Fastify()
   t.teardown(() => app.close())
   await app.register(admission, { backend, rateLimit: false, key, clientInFlight: 2, ...options })
   let hold = deferred()
-  app.get('/', async () => { await hold.promise; return 'ok' })
+  let waiting = 0
+  app.get('/', async () => {
+    waiting++
+    await hold.promise
+    waiting--
+    return 'ok'
+  })
   await app.ready()
-  return { app, release: () => { hold.resolve(); hold = deferred() } }
+  return { app, release: () => { hold.resolve(); hold = deferred() }, waiting: () => waiting }
 }
 
 t.test('scripted: the step takes by promise, refuses at the limit, gives back at the end and on a permit already gone', async (t) => {
   let room = true
   const client = scripted(async (script) => script.includes("'ZCARD'") ? (room ? 1 : 0) : 1)
-  const { app, release } = await gated(t, redisBackend({ client, prefix: 'p:' }))
+  const { app, release, waiting } = await gated(t, redisBackend({ client, prefix: 'p:' }))
   t.same(app.admission.plan('GET /')!.onRequest, ['inFlight', 'clientKey', 'clientInFlight', 'admit'])
   const first = app.inject({ url: '/', headers: as('x') })
-  await eventually(() => inFlight(app) === 1)
+  await eventually(() => inFlight(app) === 1 && waiting() === 1)
   t.match(client.calls[0], ['take', /^p:\{cif:.*\|\*:x\}$/, /^\d+-[0-9a-f]+:0$/, '2', String(CLIENT_SLOT_TTL_MS)], "one sorted set per client, the plugin's address")
   room = false
   const refused = await app.inject({ url: '/', headers: as('x') })
@@ -86,7 +98,7 @@ t.test('scripted: a permit that ended before its slot came gives it back; a back
   t.match(app.admission.stats(), { unavailable: 1 })
   const open = await gated(t, redisBackend({ client, prefix: 'q:' }), { onBackendError: 'allow' })
   const allowed = open.app.inject({ url: '/', headers: as('y') })
-  await until(() => inFlight(open.app) === 1)
+  await until(() => inFlight(open.app) === 1 && open.waiting() === 1)
   open.release()
   t.equal((await allowed).statusCode, 200, "onBackendError 'allow': admitted, holding no client slot")
 })
@@ -155,16 +167,16 @@ t.test('on Redis: two processes share a client\'s limit', { skip }, async (t) =>
   const one = await gated(t, redisBackend({ client: redis, prefix, timeoutMs: 5000 }))
   const two = await gated(t, redisBackend({ client: redis, prefix, timeoutMs: 5000 }))
   const held = [one.app.inject({ url: '/', headers: as('x') }), two.app.inject({ url: '/', headers: as('x') })]
-  await until(() => inFlight(one.app) === 1 && inFlight(two.app) === 1)
+  await until(() => one.waiting() === 1 && two.waiting() === 1)
   t.equal((await one.app.inject({ url: '/', headers: as('x') })).statusCode, 429, 'the fleet holds two of x')
   t.equal((await two.app.inject({ url: '/', headers: as('x') })).statusCode, 429)
   const other = two.app.inject({ url: '/', headers: as('y') })
-  await until(() => inFlight(two.app) === 2)
+  await until(() => two.waiting() === 2)
   one.release()
   two.release()
   t.same((await Promise.all([...held, other])).map((r) => r.statusCode), [200, 200, 200])
   const again = one.app.inject({ url: '/', headers: as('x') })
-  await until(() => inFlight(one.app) === 1)
+  await until(() => one.waiting() === 1)
   one.release()
   t.equal((await again).statusCode, 200, 'the slots came back')
 })
