@@ -6,7 +6,7 @@ import type { AdmissionRegistry } from './registry.js'
 import type { RouteGate } from './route-gate.js'
 export type { AdmissionRegistry } from './registry.js'
 import { copyCounters, type AdmissionStats, type GateCounters, type RouteStats } from './stats.js'
-import type { RetryCounters } from '../metrics/counters.js'
+import { attemptsOf, type RetryCounters } from '../metrics/counters.js'
 import { reasonRecord, type ReasonCounts } from '../metrics/reasons.js'
 import { oldestPermitMs } from './release/held-permits.js'
 import type { PlanListing } from './plan/plan.js'
@@ -83,10 +83,7 @@ export function statsOf (global: GateCounters, gates: Iterable<RouteGate>, backe
   }
   const stats: AdmissionStats = { ...copyCounters(global), limit: limit === 0 ? false : limit, identities: backend.identities ?? 0, reasons: reasonRecord(reasons), routes }
   if (retries !== undefined) {
-    stats.attempts = {
-      first: { admitted: global.admitted - retries.admitted, shed: global.shed - retries.shed },
-      retries: { admitted: retries.admitted, shed: retries.shed }
-    }
+    stats.attempts = attemptsOf(global, retries)
   }
   return stats
 }

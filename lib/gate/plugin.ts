@@ -142,7 +142,7 @@ function register (fastify: FastifyInstance, options: AdmissionOptions): Promise
     notFound: onRequestHook(notFound, field)
   } satisfies AdmissionDecorator))
   if (metrics === undefined) return undefined
-  const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow' }
+  const source = { global, gates: () => wiring.gates.values(), limit: () => slots.limit, admitsOnBackendError: settings.onBackendError === 'allow', retries }
   return metrics.start(fastify, source, address)
 }
 

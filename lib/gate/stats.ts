@@ -1,6 +1,6 @@
 import type { PressureCounts } from '../pressure/pressure.js'
-import type { GateCounters } from '../metrics/counters.js'
-export { copyCounters, newCounters, type GateCounters } from '../metrics/counters.js'
+import type { AttemptCounts, GateCounters } from '../metrics/counters.js'
+export { copyCounters, newCounters, type AttemptCounts, type GateCounters } from '../metrics/counters.js'
 
 export interface AdmissionStats extends GateCounters {
   /** The global in-flight limit now (the adaptive limit's current value), or `false` without one. */
@@ -41,12 +41,6 @@ export interface Offender {
   key: string
   /** Its refusals over the last minute: exact for a client the sketch held all along, at least this many otherwise. */
   refused: number
-}
-
-/** Admissions and sheds of one kind of attempt. */
-export interface AttemptCounts {
-  admitted: number
-  shed: number
 }
 
 /** A route's counters, and how long its oldest in-flight permit has been held. */

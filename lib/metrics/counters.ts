@@ -38,6 +38,20 @@ export interface RetryCounters {
   shed: number
 }
 
+/** Admissions and sheds of one kind of attempt. */
+export interface AttemptCounts {
+  admitted: number
+  shed: number
+}
+
+/** A registration's admissions and sheds by attempt kind: the retries as counted, the first attempts the rest. */
+export function attemptsOf (global: GateCounters, retries: RetryCounters): { first: AttemptCounts, retries: AttemptCounts } {
+  return {
+    first: { admitted: global.admitted - retries.admitted, shed: global.shed - retries.shed },
+    retries: { admitted: retries.admitted, shed: retries.shed }
+  }
+}
+
 /** A gate's name and counters, as metrics read them at each scrape. */
 export interface CountedGate {
   readonly name: string

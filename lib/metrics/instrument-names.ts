@@ -5,6 +5,7 @@
 export const INSTRUMENT_NAMES = Object.freeze({
   requests: 'requests',
   refusals: 'refusals',
+  attempts: 'attempts',
   activeRequests: 'active_requests',
   inFlightLimit: 'in_flight_limit',
   routeActiveRequests: 'route.active_requests',
@@ -22,6 +23,7 @@ export const ATTRIBUTES = Object.freeze({
   route: 'fastify.admission.route',
   outcome: 'fastify.admission.outcome',
   reason: 'fastify.admission.reason',
+  attempt: 'fastify.admission.attempt',
   policy: 'fastify.admission.policy',
   httpRoute: 'http.route'
 })

@@ -3,7 +3,7 @@ import { ATTRIBUTES, INSTRUMENT_NAMES } from './instrument-names.js'
 import type { MeterAttributes, MeterBatchCallback, MeterHistogram, MeterObservable, MetricsMeter } from './meter.js'
 import type { OpenTelemetrySettings } from './options.js'
 import { joinSet, type SharedSet } from './shared-set.js'
-import { heldBy, OUTCOMES, outcomeCount, type MetricsSource, type Reporting } from './source.js'
+import { attemptSeries, heldBy, OUTCOMES, outcomeCount, type MetricsSource, type Reporting } from './source.js'
 
 const REQUEST = '{request}'
 
@@ -20,6 +20,7 @@ class InstrumentSet implements SharedSet {
   readonly buckets: readonly number[]
   readonly requests: MeterObservable
   readonly refusals: MeterObservable
+  readonly attempts: MeterObservable
   readonly activeRequests: MeterObservable
   readonly inFlightLimit: MeterObservable
   readonly routeActiveRequests: MeterObservable
@@ -40,6 +41,10 @@ class InstrumentSet implements SharedSet {
       unit: REQUEST,
       description: 'Requests the gate refused, by route and reason: which step refused (in-flight, quota:<policy>, pressure:<signal>…; every reason the route can refuse for, from 0).'
     })
+    this.attempts = meter.createObservableCounter(prefix + names.attempts, {
+      unit: REQUEST,
+      description: 'Requests admitted and shed by attempt (first, or a retry: Retry-Attempt 2 and up), per registration with retries on.'
+    })
     this.activeRequests = meter.createObservableUpDownCounter(prefix + names.activeRequests, { unit: REQUEST, description: 'Requests holding an in-flight permit of the registration.' })
     this.inFlightLimit = meter.createObservableGauge(prefix + names.inFlightLimit, {
       unit: REQUEST,
@@ -51,7 +56,7 @@ class InstrumentSet implements SharedSet {
       unit: '{error}',
       description: 'Rate-limit decisions the backend could not make (down, slow, conflicting policy, memory full of live state), by route; each answered by onBackendError.'
     })
-    this.observables = [this.requests, this.refusals, this.activeRequests, this.inFlightLimit, this.routeActiveRequests, this.routeInFlightLimit, this.backendErrors]
+    this.observables = [this.requests, this.refusals, this.attempts, this.activeRequests, this.inFlightLimit, this.routeActiveRequests, this.routeInFlightLimit, this.backendErrors]
     this.duration = meter.createHistogram(prefix + names.decisionDuration, {
       unit: 's',
       description: 'Time from asking the rate-limit backend to its answer or failure, for backends that decide by round trip (Redis; memory decides synchronously and is not timed).',
@@ -76,6 +81,7 @@ function observer (set: InstrumentSet, source: MetricsSource): MeterBatchCallbac
   const registration = { [ATTRIBUTES.registration]: source.registration }
   return (result) => {
     result.observe(set.activeRequests, heldBy(source), registration)
+    for (const { attempt, outcome, count } of attemptSeries(source)) result.observe(set.attempts, count, { ...registration, [ATTRIBUTES.attempt]: attempt, [ATTRIBUTES.outcome]: outcome })
     const limit = source.limit()
     if (limit !== 0) result.observe(set.inFlightLimit, limit, registration)
     for (const gate of source.gates()) {

@@ -3,7 +3,7 @@ import { AdmissionOptionError } from '../validation/errors.js'
 import type { CountedGate } from './counters.js'
 import type { MetricsRegistry, PrometheusSettings } from './options.js'
 import { joinSet, type SharedSet } from './shared-set.js'
-import { heldBy, OUTCOMES, outcomeCount, type MetricsSource, type Reporting } from './source.js'
+import { attemptSeries, heldBy, OUTCOMES, outcomeCount, type MetricsSource, type Reporting } from './source.js'
 
 type PromClient = Pick<typeof Prom, 'Counter' | 'Gauge' | 'Histogram'>
 type Put = (labels: Record<string, string>, value: number) => void
@@ -14,6 +14,7 @@ interface Rebuilt { reset (): void, inc (labels: Record<string, string>, value: 
 export const METRIC_NAMES = Object.freeze({
   requests: 'requests_total',
   refusals: 'refusals_total',
+  attempts: 'attempts_total',
   inFlight: 'in_flight_requests',
   inFlightLimit: 'in_flight_limit_requests',
   routeInFlight: 'route_in_flight_requests',
@@ -67,6 +68,12 @@ class MetricSet implements SharedSet {
         each((source, gate) => {
           for (const [reason, count] of gate.reasons) put({ registration: source.registration, route: gate.name, reason }, count)
         })
+      })
+    scraped(prom.Counter, METRIC_NAMES.attempts, 'Requests admitted and shed by attempt (first, or a retry: Retry-Attempt 2 and up), per registration with retries on.',
+      ['registration', 'attempt', 'outcome'], (put) => {
+        for (const source of sources.values()) {
+          for (const { attempt, outcome, count } of attemptSeries(source)) put({ registration: source.registration, attempt, outcome }, count)
+        }
       })
     scraped(prom.Gauge, METRIC_NAMES.inFlight, 'Requests holding an in-flight permit of the registration.', ['registration'], (put) => {
       for (const source of sources.values()) put({ registration: source.registration }, heldBy(source))

@@ -1,4 +1,4 @@
-import type { CountedGate, GateCounters } from './counters.js'
+import { attemptsOf, type CountedGate, type GateCounters, type RetryCounters } from './counters.js'
 import type { AdmissionOutcome } from './events.js'
 
 /** What one registration reports: the gate's own counters, read when the metrics are collected. */
@@ -11,6 +11,8 @@ export interface MetricsSource {
   readonly limit: () => number
   /** `onBackendError: 'allow'`: a request the backend could not decide for is admitted, not refused. */
   readonly admitsOnBackendError: boolean
+  /** With `retries` on: the requests that said they were retries, by outcome. */
+  readonly retries: RetryCounters | undefined
 }
 
 /** A registration's reporting: where its backend decision latencies go, and what stops it (at the app's close). */
@@ -39,4 +41,22 @@ export function heldBy (source: MetricsSource): number {
   let held = 0
   for (const gate of source.gates()) held += gate.counters.inFlight
   return held
+}
+
+/** An attempt kind and an outcome, and the registration's requests of both (with `retries` on; none without). */
+export interface AttemptSeries {
+  readonly attempt: 'first' | 'retry'
+  readonly outcome: 'admitted' | 'shed'
+  readonly count: number
+}
+
+export function attemptSeries (source: MetricsSource): AttemptSeries[] {
+  if (source.retries === undefined) return []
+  const { first, retries } = attemptsOf(source.global, source.retries)
+  return [
+    { attempt: 'first', outcome: 'admitted', count: first.admitted },
+    { attempt: 'first', outcome: 'shed', count: first.shed },
+    { attempt: 'retry', outcome: 'admitted', count: retries.admitted },
+    { attempt: 'retry', outcome: 'shed', count: retries.shed }
+  ]
 }

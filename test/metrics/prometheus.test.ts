@@ -19,6 +19,7 @@ t.test('names, types and help follow Prometheus conventions', async (t) => {
   t.same(Object.fromEntries([...families.values()].map((f) => [f.name, f.type])), {
     [`${P}requests_total`]: 'counter',
     [`${P}refusals_total`]: 'counter',
+    [`${P}attempts_total`]: 'counter',
     [`${P}in_flight_requests`]: 'gauge',
     [`${P}in_flight_limit_requests`]: 'gauge',
     [`${P}route_in_flight_requests`]: 'gauge',
