@@ -166,6 +166,8 @@ export const VARIANTS: readonly CostVariant[] = [
   { name: 'admit-subscribed', description: 'as admit, one empty subscriber on fastify-admission:decision', status: 200, base: 'admit', byDefault: false, setup: (app) => { subscribe('fastify-admission:decision', () => {}); return admit(app) } },
   { name: 'bare-ip', description: 'bare Fastify 5, the load from 100 loopback addresses (one connection each)', status: 200, byDefault: false, sources: IP_SOURCES },
   { name: 'admit-ip', description: 'as admit, keyed by request.ip (no key option): 100 clients, one address each', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge }) },
+  { name: 'admit-ip-live', description: 'as admit-ip, top offenders (the default) and the live page on (live: true)', status: 200, base: 'admit-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, live: true }) },
+  { name: 'admit-ip-nooffenders', description: 'as admit-ip, offenders: false', status: 200, base: 'admit-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.register(admission, { maxInFlight: 10_000, rateLimit: huge, offenders: false }) },
   // Fastify adds a second 'finish' listener to every response when a route has onResponse hooks: one
   // listener array per response, the allocation V8 may pretenure (README, 2026-12-06, the scavenger).
   { name: 'onresponse-ip', description: 'bare Fastify 5 + one empty onResponse hook (app.addHook), the load from 100 addresses', status: 200, base: 'bare-ip', byDefault: false, sources: IP_SOURCES, setup: (app) => app.addHook('onResponse', emptyHook) },
