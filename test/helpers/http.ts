@@ -45,8 +45,11 @@ export function deferred<T = void> (): { promise: Promise<T>, resolve: (value: T
   return { promise, resolve }
 }
 
-/** Polls `check` every few ms until it is true or `ms` pass. */
-export async function eventually (check: () => boolean, ms = 2000): Promise<boolean> {
+/**
+ * Polls `check` every few ms until it is true or `ms` pass. The bound is no claim of speed, only
+ * when to give up: a busy machine (CI beside other work) may take seconds for what takes ms here.
+ */
+export async function eventually (check: () => boolean, ms = 10_000): Promise<boolean> {
   const end = Date.now() + ms
   while (Date.now() < end) {
     if (check()) return true
